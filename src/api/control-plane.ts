@@ -1,0 +1,168 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { z } from 'zod';
+import { parseDuration, parseDurationRange } from './duration.ts';
+import { InvalidInputError } from './errors.ts';
+
+export const API_VERSION = 'fastplane.dev/v1alpha1';
+export const KIND = 'ControlPlane';
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const VERSION = /^\d+\.\d+\.\d+$/;
+
+const duration = (what: string) =>
+  z.string().refine((text) => parseDuration(text) !== undefined, {
+    message: `${what} must be a duration such as 500ms, 8s or 2m`,
+  });
+
+const durationOrRange = z.string().refine((text) => parseDurationRange(text) !== undefined, {
+  message: 'must be a duration (8s) or a range (3s-8s) with min <= max',
+});
+
+const ProviderSchema = z
+  .object({
+    name: z.enum(['local-process'], { message: 'unknown provider; known: local-process' }).default('local-process'),
+    provisioningDelay: durationOrRange.default('0s'),
+    deletionDelay: durationOrRange.default('0s'),
+    failureDomains: z
+      .array(z.string().regex(DNS_LABEL, { message: 'must be a DNS label' }))
+      .refine((list) => new Set(list).size === list.length, { message: 'must not repeat a failure domain' })
+      .default([]),
+  })
+  .strict();
+
+const ScaleUpSchema = z
+  .object({
+    strategy: z.enum(['parallel', 'serial'], { message: 'must be parallel or serial' }).default('parallel'),
+    maxConcurrentProvisioning: z.number().int().min(1).max(100).default(10),
+  })
+  .strict();
+
+const EtcdSchema = z
+  .object({
+    maxLearners: z.number().int().min(1).max(8).default(1),
+    quotaBackendBytes: z.number().int().positive().optional(),
+  })
+  .strict();
+
+const RolloutSchema = z.object({ maxSurge: z.number().int().min(0).max(9).default(1) }).strict();
+
+const RemediationSchema = z
+  .object({
+    maxRetry: z.number().int().min(0).optional(),
+    retryPeriod: duration('retryPeriod').default('0s'),
+    minHealthyPeriod: duration('minHealthyPeriod').default('1h'),
+    unhealthyAfter: duration('unhealthyAfter').default('10s'),
+    learnerStuckAfter: duration('learnerStuckAfter').default('2m'),
+  })
+  .strict();
+
+const SpecSchema = z
+  .object({
+    replicas: z
+      .number({ message: 'must be a whole number' })
+      .int({ message: 'must be a whole number' })
+      .min(1, { message: 'must be at least 1' })
+      .max(9, { message: 'must be at most 9' })
+      .refine((n) => n % 2 === 1, { error: (issue) => `must be odd, got ${String(issue.input)}` })
+      .default(3),
+    version: z.string().regex(VERSION, { message: 'must be an etcd version such as 3.4.23' }).default('3.4.23'),
+    provider: ProviderSchema.default(ProviderSchema.parse({})),
+    scaleUp: ScaleUpSchema.default(ScaleUpSchema.parse({})),
+    etcd: EtcdSchema.default(EtcdSchema.parse({})),
+    rollout: RolloutSchema.default(RolloutSchema.parse({})),
+    remediation: RemediationSchema.default(RemediationSchema.parse({})),
+  })
+  .strict()
+  .superRefine((spec, ctx) => {
+    if (spec.etcd.maxLearners > 1 && compareVersions(spec.version, '3.6.0') < 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['etcd', 'maxLearners'],
+        message: `above 1 needs etcd 3.6 or later (--max-learners), got version ${spec.version}`,
+      });
+    }
+    if (spec.rollout.maxSurge === 0 && spec.replicas < 3) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rollout', 'maxSurge'],
+        message: `0 (remove before add) needs at least 3 replicas, got ${String(spec.replicas)}`,
+      });
+    }
+  });
+
+export const ControlPlaneSchema = z
+  .object({
+    apiVersion: z.literal(API_VERSION, { message: `must be ${API_VERSION}` }),
+    kind: z.literal(KIND, { message: `must be ${KIND}` }),
+    metadata: z
+      .object({
+        name: z
+          .string({ message: 'is required' })
+          .max(40, { message: 'must be at most 40 characters' })
+          .regex(DNS_LABEL, { message: 'must be a DNS label (lower-case letters, digits and -)' }),
+      })
+      .strict(),
+    spec: SpecSchema.default(SpecSchema.parse({})),
+  })
+  .strict();
+
+export type ControlPlane = z.infer<typeof ControlPlaneSchema>;
+export type ControlPlaneSpec = ControlPlane['spec'];
+export type ControlPlaneInput = z.input<typeof ControlPlaneSchema>;
+
+/** Orders dotted numeric versions (3.4.23 < 3.5.16 < 3.6.0). */
+export function compareVersions(a: string, b: string): number {
+  const pa = a.split('.').map(Number);
+  const pb = b.split('.').map(Number);
+  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
+    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+function describeIssues(error: z.ZodError): string[] {
+  return error.issues.map((issue) => {
+    const path = issue.path.map(String).join('.');
+    return path ? `${path}: ${issue.message}` : issue.message;
+  });
+}
+
+/** Validates an already-parsed object; throws InvalidInputError naming each field and rule. */
+export function validateControlPlane(input: unknown): ControlPlane {
+  const result = ControlPlaneSchema.safeParse(input);
+  if (!result.success) throw new InvalidInputError(describeIssues(result.error));
+  return result.data;
+}
+
+/** Parses YAML or JSON text (JSON is YAML) into a validated ControlPlane. */
+export function parseControlPlane(text: string, source = 'manifest'): ControlPlane {
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (error) {
+    const detail = error instanceof YAMLParseError ? error.message.split('\n')[0] : String(error);
+    throw new InvalidInputError([`${source}: not valid YAML or JSON: ${detail ?? ''}`]);
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+    throw new InvalidInputError([`${source}: must be a mapping with apiVersion, kind, metadata and spec`]);
+  }
+  return validateControlPlane(doc);
+}
+
+export function loadControlPlaneFile(path: string): ControlPlane {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
+    throw new InvalidInputError([`${path}: cannot read the manifest (${code})`]);
+  }
+  return parseControlPlane(text, path);
+}
+
+/** A ControlPlane with only a name and defaults, for flag-only use (`fastplane up --name t`). */
+export function defaultControlPlane(name: string): ControlPlane {
+  return validateControlPlane({ apiVersion: API_VERSION, kind: KIND, metadata: { name } });
+}

@@ -1,0 +1,175 @@
+import type { MachinePhase, MachineRecord } from '../domain/machine.ts';
+import type { EtcdAlarm, EtcdErrorKind, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
+import type { InfraState } from '../ports/infra-provider.ts';
+
+/** The spec as the planner needs it: durations in milliseconds, no strings to parse. */
+export interface PlannerSpec {
+  name: string;
+  replicas: number;
+  version: string;
+  templateHash: string;
+  failureDomains: string[];
+  strategy: 'parallel' | 'serial';
+  maxConcurrentProvisioning: number;
+  maxLearners: number;
+  maxSurge: number;
+  remediation: {
+    maxRetry?: number;
+    retryPeriodMs: number;
+    minHealthyPeriodMs: number;
+    unhealthyAfterMs: number;
+    learnerStuckAfterMs: number;
+  };
+}
+
+/** One machine as observed: its record plus what the provider says now (undefined: gone). */
+export interface ObservedMachine {
+  record: MachineRecord;
+  infra?: {
+    state: InfraState;
+    failureMessage?: string;
+    memberRunning: boolean;
+    memberStartedAt?: number;
+    address: string;
+    clientURL: string;
+    peerURL: string;
+  };
+}
+
+/** A status call that did not answer is data, not an exception. */
+export type StatusReading = { ok: true; status: EtcdMemberStatus } | { ok: false; error: string };
+
+export interface ObservedMember extends EtcdMember {
+  status?: StatusReading;
+}
+
+/** The last membership change attempted, so refusals (5 s rule, not in sync) become waits with reasons. */
+export interface LastMembershipAttempt {
+  action: MembershipAction['kind'];
+  target: string;
+  at: number;
+  errorKind?: EtcdErrorKind;
+  error?: string;
+}
+
+export interface Observed {
+  /** Next machine ordinal (names are `<cluster>-<ordinal>`). */
+  nextOrdinal: number;
+  /** Machine chosen for init, once chosen (never again in this cluster's life). */
+  initMachine?: string;
+  /** When the cluster was last remediated, with the retry count (KCP semantics). */
+  lastRemediation?: { machine: string; at: number; retryCount: number };
+  machines: ObservedMachine[];
+  /** The member list (linearizable when possible), or why it could not be read. */
+  members: { ok: true; list: ObservedMember[] } | { ok: false; error: string };
+  alarms: EtcdAlarm[];
+  lastMembershipAttempt?: LastMembershipAttempt;
+}
+
+export interface CreateMachine {
+  kind: 'CreateMachine';
+  machine: string;
+  ordinal: number;
+  failureDomain?: string;
+  reason: string;
+}
+export interface DeleteMachine {
+  kind: 'DeleteMachine';
+  machine: string;
+  reason: string;
+}
+export interface MarkMachineFailed {
+  kind: 'MarkMachineFailed';
+  machine: string;
+  reason: string;
+  message: string;
+}
+export interface RequestMachineDeletion {
+  kind: 'RequestMachineDeletion';
+  machine: string;
+  reason: string;
+}
+export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion;
+
+export interface InitCluster {
+  kind: 'InitCluster';
+  machine: string;
+  reason: string;
+}
+/** Adds the machine's member as a learner, then starts it with a fresh --initial-cluster. */
+export interface AddLearner {
+  kind: 'AddLearner';
+  machine: string;
+  reason: string;
+}
+/** Starts a member that etcd already knows (learner added before a crash, or a restart). */
+export interface StartMember {
+  kind: 'StartMember';
+  machine: string;
+  memberId?: string;
+  initialClusterState: 'new' | 'existing';
+  reason: string;
+}
+export interface PromoteLearner {
+  kind: 'PromoteLearner';
+  machine: string;
+  memberId: string;
+  reason: string;
+}
+export interface MoveLeader {
+  kind: 'MoveLeader';
+  fromMemberId: string;
+  toMemberId: string;
+  machine: string;
+  reason: string;
+}
+export interface RemoveMember {
+  kind: 'RemoveMember';
+  memberId: string;
+  /** The machine this member belongs to, if it has one. */
+  machine?: string;
+  peerURL: string;
+  reason: string;
+}
+export type MembershipAction = InitCluster | AddLearner | StartMember | PromoteLearner | MoveLeader | RemoveMember;
+
+export type Action = MachineAction | MembershipAction;
+
+export type ConditionType =
+  | 'Available'
+  | 'EtcdClusterHealthy'
+  | 'MachinesReady'
+  | 'UpToDate'
+  | 'ScalingUp'
+  | 'ScalingDown'
+  | 'RollingOut'
+  | 'Remediating';
+
+export interface Condition {
+  type: ConditionType;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+}
+
+/** Why the planner is not doing more right now; `code` is PascalCase, `message` reads as a sentence. */
+export interface Wait {
+  code: string;
+  message: string;
+  machine?: string;
+}
+
+export interface Decision {
+  machineActions: MachineAction[];
+  membershipAction?: MembershipAction;
+  waits: Wait[];
+  conditions: Condition[];
+  /** When to look again, in ms. */
+  requeueAfterMs: number;
+  /** voters == replicas, no learners, every member healthy and up to date, nothing pending. */
+  converged: boolean;
+  /** A safety gate refuses progress that waiting alone will not fix (e.g. quorum lost). */
+  blocked?: Wait;
+  /** Phase of each machine as this decision sees it (the reconciler records transitions). */
+  phases: Record<string, MachinePhase>;
+}

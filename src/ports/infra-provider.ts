@@ -1,0 +1,50 @@
+/**
+ * Where machines come from. Creation and deletion return at once; the machine's state then moves on by
+ * itself (provisioning takes minutes on real infrastructure) and `describe` reports where it is. That
+ * keeps slow work off the reconcile loop and lets many machines provision in parallel.
+ */
+export type InfraState = 'Provisioning' | 'Provisioned' | 'Failed' | 'Deleting';
+
+export interface MachineInfra {
+  name: string;
+  /** The machine's own address; its member listens on address:2379 (clients) and :2380 (peers). */
+  address: string;
+  clientURL: string;
+  peerURL: string;
+  state: InfraState;
+  failureMessage?: string;
+  /** Whether the machine's etcd process is running now. */
+  memberRunning: boolean;
+  /** When the member process was last started (ms since epoch). */
+  memberStartedAt?: number;
+}
+
+export interface MemberLaunch {
+  /** etcd --name */
+  memberName: string;
+  version: string;
+  /** etcd --initial-cluster, built from a fresh member list (or just this member for init). */
+  initialCluster: string;
+  initialClusterState: 'new' | 'existing';
+  clusterToken: string;
+  maxLearners: number;
+  quotaBackendBytes?: number;
+}
+
+export interface CreateMachineRequest {
+  cluster: string;
+  name: string;
+  /** Monotonic per cluster, so a replacement never reuses a removed member's peer URL. */
+  ordinal: number;
+  failureDomain?: string;
+}
+
+export interface InfraProvider {
+  create(request: CreateMachineRequest): Promise<MachineInfra>;
+  /** Undefined once the machine is gone. */
+  describe(cluster: string, name: string): Promise<MachineInfra | undefined>;
+  startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void>;
+  stopMember(cluster: string, name: string): Promise<void>;
+  /** Stops the member process and starts tearing the machine down; idempotent. */
+  delete(cluster: string, name: string): Promise<void>;
+}
