@@ -12,28 +12,28 @@ const VERSION = /^\d+\.\d+\.\d+$/;
 
 const duration = (what: string) =>
   z.string().refine((text) => parseDuration(text) !== undefined, {
-    message: `${what} must be a duration such as 500ms, 8s or 2m`,
+    error: `${what} must be a duration such as 500ms, 8s or 2m`,
   });
 
 const durationOrRange = z.string().refine((text) => parseDurationRange(text) !== undefined, {
-  message: 'must be a duration (8s) or a range (3s-8s) with min <= max',
+  error: 'must be a duration (8s) or a range (3s-8s) with min <= max',
 });
 
 const ProviderSchema = z
   .object({
-    name: z.enum(['local-process'], { message: 'unknown provider; known: local-process' }).default('local-process'),
+    name: z.enum(['local-process'], { error: 'unknown provider; known: local-process' }).default('local-process'),
     provisioningDelay: durationOrRange.default('0s'),
     deletionDelay: durationOrRange.default('0s'),
     failureDomains: z
-      .array(z.string().regex(DNS_LABEL, { message: 'must be a DNS label' }))
-      .refine((list) => new Set(list).size === list.length, { message: 'must not repeat a failure domain' })
+      .array(z.string().regex(DNS_LABEL, { error: 'must be a DNS label' }))
+      .refine((list) => new Set(list).size === list.length, { error: 'must not repeat a failure domain' })
       .default([]),
   })
   .strict();
 
 const ScaleUpSchema = z
   .object({
-    strategy: z.enum(['parallel', 'serial'], { message: 'must be parallel or serial' }).default('parallel'),
+    strategy: z.enum(['parallel', 'serial'], { error: 'must be parallel or serial' }).default('parallel'),
     maxConcurrentProvisioning: z.number().int().min(1).max(100).default(10),
   })
   .strict();
@@ -60,13 +60,13 @@ const RemediationSchema = z
 const SpecSchema = z
   .object({
     replicas: z
-      .number({ message: 'must be a whole number' })
-      .int({ message: 'must be a whole number' })
-      .min(1, { message: 'must be at least 1' })
-      .max(9, { message: 'must be at most 9' })
+      .number({ error: 'must be a whole number' })
+      .int({ error: 'must be a whole number' })
+      .min(1, { error: 'must be at least 1' })
+      .max(9, { error: 'must be at most 9' })
       .refine((n) => n % 2 === 1, { error: (issue) => `must be odd, got ${String(issue.input)}` })
       .default(3),
-    version: z.string().regex(VERSION, { message: 'must be an etcd version such as 3.4.23' }).default('3.4.23'),
+    version: z.string().regex(VERSION, { error: 'must be an etcd version such as 3.4.23' }).default('3.4.23'),
     provider: ProviderSchema.default(ProviderSchema.parse({})),
     scaleUp: ScaleUpSchema.default(ScaleUpSchema.parse({})),
     etcd: EtcdSchema.default(EtcdSchema.parse({})),
@@ -93,14 +93,14 @@ const SpecSchema = z
 
 export const ControlPlaneSchema = z
   .object({
-    apiVersion: z.literal(API_VERSION, { message: `must be ${API_VERSION}` }),
-    kind: z.literal(KIND, { message: `must be ${KIND}` }),
+    apiVersion: z.literal(API_VERSION, { error: `must be ${API_VERSION}` }),
+    kind: z.literal(KIND, { error: `must be ${KIND}` }),
     metadata: z
       .object({
         name: z
-          .string({ message: 'is required' })
-          .max(40, { message: 'must be at most 40 characters' })
-          .regex(DNS_LABEL, { message: 'must be a DNS label (lower-case letters, digits and -)' }),
+          .string({ error: 'is required' })
+          .max(40, { error: 'must be at most 40 characters' })
+          .regex(DNS_LABEL, { error: 'must be a DNS label (lower-case letters, digits and -)' }),
       })
       .strict(),
     spec: SpecSchema.default(SpecSchema.parse({})),

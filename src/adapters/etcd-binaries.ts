@@ -1,0 +1,74 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { InvalidInputError } from '../api/errors.ts';
+
+/**
+ * Finds etcd binaries by the version they report, so a machine runs exactly the version its spec
+ * names. Places looked at: `$FASTPLANE_ETCD_PATH` (colon-separated dirs, an explicit override), the
+ * cache folder filled by scripts/install-etcd.sh, and Debian's /usr/bin/etcd.
+ */
+
+const SYSTEM_ETCD = '/usr/bin/etcd';
+
+/** `--version` per binary path; undefined when the binary does not run. */
+const versionByPath = new Map<string, string | undefined>();
+
+export function etcdCacheDir(): string {
+  return process.env.FASTPLANE_ETCD_CACHE ?? join(homedir(), '.cache', 'fastplane', 'etcd');
+}
+
+function candidatePaths(): string[] {
+  const fromEnv = (process.env.FASTPLANE_ETCD_PATH ?? '')
+    .split(delimiter)
+    .filter((dir) => dir !== '')
+    .map((dir) => join(dir, 'etcd'));
+  const cache = etcdCacheDir();
+  const cached = existsSync(cache)
+    ? readdirSync(cache)
+        .filter((entry) => !entry.startsWith('.'))
+        .sort()
+        .map((entry) => join(cache, entry, 'usr', 'bin', 'etcd'))
+    : [];
+  return [...new Set([...fromEnv, ...cached, SYSTEM_ETCD])].filter((path) => existsSync(path));
+}
+
+/** Parses `etcd Version: 3.4.23` from `etcd --version`. */
+function binaryVersion(path: string): string | undefined {
+  if (versionByPath.has(path)) return versionByPath.get(path);
+  let version: string | undefined;
+  try {
+    const output = execFileSync(path, ['--version'], { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] });
+    version = /^etcd Version:\s*(\S+)/m.exec(output)?.[1];
+  } catch {
+    version = undefined;
+  }
+  versionByPath.set(path, version);
+  return version;
+}
+
+function installed(): { path: string; version: string }[] {
+  return candidatePaths().flatMap((path) => {
+    const version = binaryVersion(path);
+    return version === undefined ? [] : [{ path, version }];
+  });
+}
+
+/** Every etcd version available here, sorted and without duplicates. */
+export function listEtcdVersions(): string[] {
+  return [...new Set(installed().map((binary) => binary.version))].sort();
+}
+
+/** The path of an etcd binary reporting exactly `version` (e.g. "3.4.23"). */
+export function findEtcdBinary(version: string): string {
+  const binaries = installed();
+  const match = binaries.find((binary) => binary.version === version);
+  if (match) return match.path;
+  const found = [...new Set(binaries.map((binary) => binary.version))].sort();
+  throw new InvalidInputError([
+    `etcd ${version} is not installed (found: ${found.length > 0 ? found.join(', ') : 'none'}); ` +
+      `run \`bash scripts/install-etcd.sh\` to install etcd 3.4 and 3.5, or put a directory holding ` +
+      `an etcd ${version} binary in FASTPLANE_ETCD_PATH`,
+  ]);
+}

@@ -1,0 +1,396 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, existsSync, openSync, readFileSync, readdirSync } from 'node:fs';
+import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { DurationRange } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
+import { systemClock, type Clock } from '../ports/clock.ts';
+import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
+import { findEtcdBinary } from './etcd-binaries.ts';
+
+/**
+ * Machines as local etcd processes (DESIGN.md, "Local process provider"). A machine is a loopback
+ * address `${addressPrefix}.${clusterSlot}.${ordinal}` with etcd on its standard ports 2379/2380, and a
+ * folder `${stateDir}/clusters/<cluster>/machines/<name>/` holding `machine.json`, `data/` and
+ * `etcd.log`. Everything the provider knows is in those files, so any later CLI process picks up where
+ * the last one stopped: provisioning and deletion are deadlines in the file, not timers, and etcd runs
+ * detached, tracked by PID.
+ */
+
+const CLIENT_PORT = 2379;
+const PEER_PORT = 2380;
+/** etcd 3.6's default: the log is compacted sooner, so a new learner gets a snapshot, not a long replay. */
+const DEFAULT_SNAPSHOT_COUNT = 10_000;
+const POLL_MS = 100;
+const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/i;
+
+export interface LocalProcessProviderOptions {
+  stateDir: string;
+  /** First two octets of every machine address (default '127.77'). */
+  addressPrefix?: string;
+  provisioningDelay?: DurationRange;
+  deletionDelay?: DurationRange;
+  /** Time for the machine timeline (readyAt, deleteAt); waits for real processes use real time. */
+  clock?: Clock;
+  random?: () => number;
+  findBinary?: (version: string) => string;
+  /** How long a member gets to exit after SIGTERM before SIGKILL (default 10 s). */
+  stopGraceMs?: number;
+  snapshotCount?: number;
+}
+
+interface MachineFile {
+  cluster: string;
+  name: string;
+  ordinal: number;
+  failureDomain?: string;
+  address: string;
+  clientURL: string;
+  peerURL: string;
+  createdAt: number;
+  readyAt: number;
+  pid?: number;
+  version?: string;
+  memberStartedAt?: number;
+  deleting?: boolean;
+  deleteAt?: number;
+}
+
+/** Fails with InvalidInputError when address:port cannot be bound (taken, or not a local address). */
+export async function assertAddressFree(address: string, port: number): Promise<void> {
+  const server = createServer();
+  try {
+    server.listen({ host: address, port, exclusive: true });
+    await once(server, 'listening');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    throw new InvalidInputError([`${address}:${String(port)} is not free (${code}); stop whatever uses it or pick another address`]);
+  } finally {
+    if (server.listening) await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: alive but someone else's process.
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The recorded PID is still our etcd: alive, and its command line names this data dir (PID reuse). */
+function isOurProcess(pid: number, dataDir: string): boolean {
+  if (!pidAlive(pid)) return false;
+  try {
+    // A zombie has an empty cmdline, so it counts as gone.
+    return readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').split('\0').includes(dataDir);
+  } catch {
+    return false;
+  }
+}
+
+/** PIDs of live processes whose command line names this data dir (found by scanning /proc). */
+function pidsUsing(dataDir: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => isOurProcess(pid, dataDir));
+}
+
+/** Sends SIGTERM, waits up to graceMs, then SIGKILL; resolves once the process is gone. */
+async function stopProcess(pid: number, dataDir: string, graceMs: number): Promise<void> {
+  if (!isOurProcess(pid, dataDir)) return;
+  signal(pid, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (isOurProcess(pid, dataDir) && Date.now() < deadline) await sleep(POLL_MS);
+  if (!isOurProcess(pid, dataDir)) return;
+  signal(pid, 'SIGKILL');
+  const killDeadline = Date.now() + 5000;
+  while (isOurProcess(pid, dataDir)) {
+    if (Date.now() > killDeadline) throw new Error(`etcd process ${String(pid)} survived SIGKILL`);
+    await sleep(POLL_MS / 5);
+  }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+function versionAtLeast(version: string, major: number, minor: number): boolean {
+  const [maj = 0, min = 0] = version.split('.').map(Number);
+  return maj > major || (maj === major && min >= minor);
+}
+
+let tmpCounter = 0;
+
+/** Write to a temporary file, then rename: a crash never leaves a half-written state file. */
+async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
+  const tmp = `${path}.${String(process.pid)}.${String(++tmpCounter)}.tmp`;
+  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`);
+  await rename(tmp, path);
+}
+
+export class LocalProcessProvider implements InfraProvider {
+  private readonly stateDir: string;
+  private readonly addressPrefix: string;
+  private readonly provisioningDelay: DurationRange;
+  private readonly deletionDelay: DurationRange;
+  private readonly clock: Clock;
+  private readonly random: () => number;
+  private readonly findBinary: (version: string) => string;
+  private readonly stopGraceMs: number;
+  private readonly snapshotCount: number;
+
+  constructor(options: LocalProcessProviderOptions) {
+    this.stateDir = options.stateDir;
+    this.addressPrefix = options.addressPrefix ?? '127.77';
+    this.provisioningDelay = options.provisioningDelay ?? { minMs: 0, maxMs: 0 };
+    this.deletionDelay = options.deletionDelay ?? { minMs: 0, maxMs: 0 };
+    this.clock = options.clock ?? systemClock;
+    this.random = options.random ?? Math.random;
+    this.findBinary = options.findBinary ?? findEtcdBinary;
+    this.stopGraceMs = options.stopGraceMs ?? 10_000;
+    this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
+  }
+
+  async create(request: CreateMachineRequest): Promise<MachineInfra> {
+    const { cluster, name, ordinal } = request;
+    checkName('cluster', cluster);
+    checkName('machine', name);
+    if (!Number.isInteger(ordinal) || ordinal < 1 || ordinal > 254) {
+      throw new InvalidInputError([`machine ordinal ${String(ordinal)} is out of range 1..254 (local provider)`]);
+    }
+    const existing = await this.read(cluster, name);
+    if (existing) return this.infra(existing);
+
+    const slot = await this.slotFor(cluster);
+    const address = `${this.addressPrefix}.${String(slot)}.${String(ordinal)}`;
+    await assertAddressFree(address, CLIENT_PORT);
+    await assertAddressFree(address, PEER_PORT);
+    const createdAt = this.clock.now();
+    const machine: MachineFile = {
+      cluster,
+      name,
+      ordinal,
+      ...(request.failureDomain === undefined ? {} : { failureDomain: request.failureDomain }),
+      address,
+      clientURL: `http://${address}:${String(CLIENT_PORT)}`,
+      peerURL: `http://${address}:${String(PEER_PORT)}`,
+      createdAt,
+      readyAt: createdAt + this.draw(this.provisioningDelay),
+    };
+    await mkdir(this.machineDir(cluster, name), { recursive: true });
+    await this.write(machine);
+    return { ...this.infra(machine), state: 'Provisioning' };
+  }
+
+  async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
+    const machine = await this.read(cluster, name);
+    if (!machine) return undefined;
+    if (machine.deleting === true && this.clock.now() >= (machine.deleteAt ?? 0)) {
+      if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
+      await rm(this.machineDir(cluster, name), { recursive: true, force: true });
+      return undefined;
+    }
+    return this.infra(machine);
+  }
+
+  async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
+    if (machine.deleting === true) throw new Error(`machine ${cluster}/${name} is being deleted`);
+    if (this.clock.now() < machine.readyAt) throw new Error(`machine ${cluster}/${name} is still provisioning`);
+    const dataDir = this.dataDir(cluster, name);
+    if (machine.pid !== undefined && isOurProcess(machine.pid, dataDir)) return;
+    // A crash between spawn and recording the PID leaves etcd running untracked: adopt it.
+    const [adopted] = pidsUsing(dataDir);
+    if (adopted !== undefined) {
+      await this.write({ ...machine, pid: adopted, version: launch.version, memberStartedAt: this.clock.now() });
+      return;
+    }
+
+    const binary = this.findBinary(launch.version);
+    const log = openSync(join(this.machineDir(cluster, name), 'etcd.log'), 'a');
+    try {
+      // Detached, with its own log file and no pipe to us, so it outlives the CLI.
+      const child = spawn(binary, this.args(machine, dataDir, launch), {
+        detached: true,
+        stdio: ['ignore', log, log],
+        env: withoutEtcdVariables(),
+      });
+      await once(child, 'spawn');
+      child.unref();
+      if (child.pid === undefined) throw new Error(`etcd for ${cluster}/${name} did not start`);
+      await this.write({ ...machine, pid: child.pid, version: launch.version, memberStartedAt: this.clock.now() });
+    } finally {
+      closeSync(log);
+    }
+  }
+
+  async stopMember(cluster: string, name: string): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (machine?.pid === undefined) return;
+    await stopProcess(machine.pid, this.dataDir(cluster, name), this.stopGraceMs);
+  }
+
+  async delete(cluster: string, name: string): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (!machine || machine.deleting === true) return;
+    // Marked first, so a crash while stopping still ends in a deleted machine.
+    await this.write({ ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) });
+    await this.stopMember(cluster, name);
+  }
+
+  /**
+   * `fastplane down`: kills every member process of the cluster by PID and removes its folder. SIGKILL
+   * at once: the data goes anyway, and a leader stopped gracefully while its peers also stop spends
+   * ~7 s trying to hand over leadership.
+   */
+  async destroyCluster(cluster: string): Promise<void> {
+    checkName('cluster', cluster);
+    const names = await this.machineNames(cluster);
+    await Promise.all(
+      names.map(async (name) => {
+        const machine = await this.read(cluster, name);
+        const dataDir = this.dataDir(cluster, name);
+        const pids = new Set([...(machine?.pid === undefined ? [] : [machine.pid]), ...pidsUsing(dataDir)]);
+        await Promise.all([...pids].map((pid) => stopProcess(pid, dataDir, 0)));
+      }),
+    );
+    await rm(this.clusterDir(cluster), { recursive: true, force: true });
+    await this.withSlots((slots) => Object.fromEntries(Object.entries(slots).filter(([owner]) => owner !== cluster)));
+  }
+
+  /** Names of the machines the provider holds for a cluster (including ones being deleted). */
+  async machineNames(cluster: string): Promise<string[]> {
+    const dir = join(this.clusterDir(cluster), 'machines');
+    if (!existsSync(dir)) return [];
+    return (await readdir(dir)).sort();
+  }
+
+  private args(machine: MachineFile, dataDir: string, launch: MemberLaunch): string[] {
+    const args = [
+      '--name', launch.memberName,
+      '--data-dir', dataDir,
+      '--listen-client-urls', machine.clientURL,
+      '--advertise-client-urls', machine.clientURL,
+      '--listen-peer-urls', machine.peerURL,
+      '--initial-advertise-peer-urls', machine.peerURL,
+      '--initial-cluster', launch.initialCluster,
+      '--initial-cluster-state', launch.initialClusterState,
+      '--initial-cluster-token', launch.clusterToken,
+      '--snapshot-count', String(this.snapshotCount),
+    ];
+    // 3.4/3.5 know no such flag and would refuse to start.
+    if (versionAtLeast(launch.version, 3, 6)) args.push('--max-learners', String(launch.maxLearners));
+    if (launch.quotaBackendBytes !== undefined) args.push('--quota-backend-bytes', String(launch.quotaBackendBytes));
+    // 3.4 defaults to the deprecated capnslog logger and warns about it; 3.5 already logs with zap.
+    if (!versionAtLeast(launch.version, 3, 5)) args.push('--logger', 'zap', '--log-outputs', 'stderr');
+    return args;
+  }
+
+  private infra(machine: MachineFile): MachineInfra {
+    const now = this.clock.now();
+    const running = machine.pid !== undefined && isOurProcess(machine.pid, this.dataDir(machine.cluster, machine.name));
+    return {
+      name: machine.name,
+      address: machine.address,
+      clientURL: machine.clientURL,
+      peerURL: machine.peerURL,
+      state: machine.deleting === true ? 'Deleting' : now >= machine.readyAt ? 'Provisioned' : 'Provisioning',
+      memberRunning: running,
+      ...(machine.memberStartedAt === undefined ? {} : { memberStartedAt: machine.memberStartedAt }),
+    };
+  }
+
+  private draw(range: DurationRange): number {
+    return Math.round(range.minMs + this.random() * (range.maxMs - range.minMs));
+  }
+
+  private clusterDir(cluster: string): string {
+    return join(this.stateDir, 'clusters', cluster);
+  }
+
+  private machineDir(cluster: string, name: string): string {
+    return join(this.clusterDir(cluster), 'machines', name);
+  }
+
+  private dataDir(cluster: string, name: string): string {
+    return join(this.machineDir(cluster, name), 'data');
+  }
+
+  private async read(cluster: string, name: string): Promise<MachineFile | undefined> {
+    try {
+      return JSON.parse(await readFile(join(this.machineDir(cluster, name), 'machine.json'), 'utf8')) as MachineFile;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  private async write(machine: MachineFile): Promise<void> {
+    await writeJsonAtomic(join(this.machineDir(machine.cluster, machine.name), 'machine.json'), machine);
+  }
+
+  /** The cluster's slot (the third address octet), allocated once and kept in slots.json. */
+  private async slotFor(cluster: string): Promise<number> {
+    let slot = 0;
+    await this.withSlots((slots) => {
+      const taken = new Set(Object.values(slots));
+      slot = slots[cluster] ?? Array.from({ length: 254 }, (_, index) => index + 1).find((free) => !taken.has(free)) ?? 0;
+      if (slot === 0) throw new InvalidInputError(['all 254 cluster slots of the local provider are taken; run `fastplane down` on old clusters']);
+      return { ...slots, [cluster]: slot };
+    });
+    return slot;
+  }
+
+  /** Read-modify-write of slots.json under a lock file, since two CLI processes may create clusters at once. */
+  private async withSlots(update: (slots: Record<string, number>) => Record<string, number>): Promise<void> {
+    const path = join(this.stateDir, 'provider', 'slots.json');
+    await mkdir(dirname(path), { recursive: true });
+    const release = await lock(`${path}.lock`);
+    try {
+      const slots = existsSync(path) ? (JSON.parse(await readFile(path, 'utf8')) as Record<string, number>) : {};
+      await writeJsonAtomic(path, update(slots));
+    } finally {
+      await release();
+    }
+  }
+}
+
+/** An exclusive lock file; one left by a crashed process is broken after 10 s. */
+async function lock(path: string): Promise<() => Promise<void>> {
+  for (;;) {
+    try {
+      const handle = await open(path, 'wx');
+      await handle.close();
+      return () => rm(path, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const age = await stat(path).then((info) => Date.now() - info.mtimeMs, () => 0);
+      if (age > 10_000) await rm(path, { force: true });
+      else await sleep(20);
+    }
+  }
+}
+
+function checkName(kind: string, name: string): void {
+  // Names become folder names: no separators, no dot-dot.
+  if (!NAME.test(name) || name.includes('..')) {
+    throw new InvalidInputError([`${kind} name "${name}" must be 1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit`]);
+  }
+}
+
+/** etcd reads ETCD_* variables as flags; ours must not be overridden by the caller's environment. */
+function withoutEtcdVariables(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('ETCD_')));
+}

@@ -1,0 +1,312 @@
+import type { ControlPlane } from '../api/control-plane.ts';
+import { parseDuration } from '../api/duration.ts';
+import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
+import { machineTemplateHash } from '../planner/spec.ts';
+import type {
+  Action,
+  AddLearner,
+  CreateMachine,
+  Decision,
+  LastMembershipAttempt,
+  MachineAction,
+  MembershipAction,
+  MoveLeader,
+  Observed,
+  ObservedMember,
+  PromoteLearner,
+  RemoveMember,
+  StartMember,
+} from '../planner/types.ts';
+import { peerURLOf } from '../planner/view.ts';
+import type { Clock } from '../ports/clock.ts';
+import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-admin.ts';
+import type { InfraProvider, MemberLaunch } from '../ports/infra-provider.ts';
+import type { StateStore } from '../ports/state-store.ts';
+import { FailpointCrash, type FailpointHook } from './failpoints.ts';
+
+export interface ExecutorDeps {
+  cluster: string;
+  etcd: EtcdAdmin;
+  provider: InfraProvider;
+  store: StateStore;
+  clock: Clock;
+  failpoint: FailpointHook;
+  /** Every recorded event is also passed here (progress display, logs). */
+  notify?: (event: EventRecord) => void;
+}
+
+export interface ExecutionReport {
+  /** Set when the membership action failed (etcd refusal, timeout): the next plan explains and retries. */
+  membershipAttempt?: LastMembershipAttempt;
+  machineErrors: { action: MachineAction; error: string }[];
+}
+
+function controlPlane(deps: ExecutorDeps): ControlPlaneRecord {
+  const record = deps.store.getControlPlane(deps.cluster);
+  if (!record) throw new Error(`control plane ${deps.cluster} has no record`);
+  return record;
+}
+
+function machineRecord(deps: ExecutorDeps, name: string): MachineRecord {
+  const record = deps.store.getMachine(deps.cluster, name);
+  if (!record) throw new Error(`machine ${name} has no record`);
+  return record;
+}
+
+function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): void {
+  const full: EventRecord = { cluster: deps.cluster, ...event };
+  deps.store.appendEvent(full);
+  deps.notify?.(full);
+}
+
+/** The machine an action concerns; a RemoveMember of an orphan member has none. */
+function machineOf(action: Action): string | undefined {
+  return action.machine;
+}
+
+function describeAction(action: Action): string {
+  const machine = machineOf(action);
+  return machine === undefined ? action.kind : `${action.kind} ${machine}`;
+}
+
+/** Voter client URLs, leader first: membership calls go to voters only (learners refuse them). */
+function voterEndpoints(observed: Observed, exceptMemberId?: string): string[] {
+  if (!observed.members.ok) return [];
+  const voters = observed.members.list.filter((m) => !m.isLearner && m.id !== exceptMemberId && m.clientURLs.length > 0);
+  const leaderIds = new Set(voters.map((m) => (m.status?.ok ? m.status.status.leaderId : '')));
+  const isLeader = (m: ObservedMember): boolean => leaderIds.has(m.id);
+  return [...voters].sort((a, b) => Number(isLeader(b)) - Number(isLeader(a))).flatMap((m) => m.clientURLs.slice(0, 1));
+}
+
+function memberNameFor(observed: Observed, member: EtcdMember): string {
+  if (member.name !== '') return member.name;
+  const machine = observed.machines.find((m) => {
+    const url = peerURLOf(m);
+    return url !== undefined && member.peerURLs.includes(url);
+  });
+  return machine?.record.name ?? `member-${member.id}`;
+}
+
+/** etcd --initial-cluster for a joining member: exactly the current membership, by peer URL. */
+export function initialClusterFor(observed: Observed, members: readonly EtcdMember[]): string {
+  return members.flatMap((m) => m.peerURLs.map((url) => `${memberNameFor(observed, m)}=${url}`)).join(',');
+}
+
+function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluster: string, state: 'new' | 'existing'): MemberLaunch {
+  const spec: ControlPlane['spec'] = cp.manifest.spec;
+  const launch: MemberLaunch = {
+    memberName: machine.name,
+    version: machine.version,
+    initialCluster,
+    initialClusterState: state,
+    clusterToken: cp.clusterToken,
+    maxLearners: spec.etcd.maxLearners,
+  };
+  if (spec.etcd.quotaBackendBytes !== undefined) launch.quotaBackendBytes = spec.etcd.quotaBackendBytes;
+  return launch;
+}
+
+async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise<void> {
+  const cp = controlPlane(deps);
+  const now = deps.clock.now();
+  deps.store.transaction(() => {
+    if (!deps.store.getMachine(deps.cluster, action.machine)) {
+      const record: MachineRecord = {
+        cluster: deps.cluster,
+        name: action.machine,
+        ordinal: action.ordinal,
+        version: cp.manifest.spec.version,
+        templateHash: machineTemplateHash(cp.manifest),
+        createdAt: now,
+        phase: 'Pending',
+        phaseTimes: { Pending: now },
+      };
+      if (action.failureDomain !== undefined) record.failureDomain = action.failureDomain;
+      deps.store.putMachine(record);
+    }
+    const latest = controlPlane(deps);
+    deps.store.putControlPlane({ ...latest, nextOrdinal: Math.max(latest.nextOrdinal, action.ordinal + 1) });
+  });
+  deps.failpoint('after-create-record');
+  const request = { cluster: deps.cluster, name: action.machine, ordinal: action.ordinal, ...(action.failureDomain !== undefined ? { failureDomain: action.failureDomain } : {}) };
+  const infra = await deps.provider.create(request);
+  const record = machineRecord(deps, action.machine);
+  const at = deps.clock.now();
+  deps.store.putMachine({
+    ...record,
+    address: infra.address,
+    clientURL: infra.clientURL,
+    peerURL: infra.peerURL,
+    phase: 'Provisioning',
+    phaseTimes: { ...record.phaseTimes, Provisioning: record.phaseTimes.Provisioning ?? at },
+  });
+}
+
+async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
+  deps.failpoint('before-delete-machine');
+  await deps.provider.delete(deps.cluster, name);
+  if ((await deps.provider.describe(deps.cluster, name)) === undefined) deps.store.deleteMachine(deps.cluster, name);
+}
+
+async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Promise<void> {
+  const now = deps.clock.now();
+  switch (action.kind) {
+    case 'CreateMachine':
+      return createMachine(deps, action);
+    case 'DeleteMachine':
+      return deleteMachine(deps, action.machine);
+    case 'MarkMachineFailed': {
+      deps.store.transaction(() => {
+        const record = machineRecord(deps, action.machine);
+        deps.store.putMachine({ ...record, failed: { reason: action.reason, message: action.message, at: now } });
+        const cp = controlPlane(deps);
+        const last = cp.lastRemediation;
+        // Failures within minHealthyPeriod of the last remediation are retries of one sequence (KCP).
+        const retry = last !== undefined && now - last.at < (parseDuration(cp.manifest.spec.remediation.minHealthyPeriod) ?? 0);
+        deps.store.putControlPlane({ ...cp, lastRemediation: { machine: action.machine, at: now, retryCount: retry ? last.retryCount + 1 : 0 } });
+      });
+      return;
+    }
+    case 'RequestMachineDeletion': {
+      const record = machineRecord(deps, action.machine);
+      deps.store.putMachine({ ...record, deleteRequested: { reason: action.reason, at: now } });
+      return;
+    }
+  }
+}
+
+async function initCluster(deps: ExecutorDeps, observed: Observed, name: string): Promise<void> {
+  const cp = controlPlane(deps);
+  // Recorded before the member starts: even a crash right after can never lead to a second init.
+  deps.store.putControlPlane({ ...cp, initMachine: name });
+  deps.failpoint('after-init-record');
+  const record = machineRecord(deps, name);
+  deps.store.putMachine({ ...record, role: 'init' });
+  const machine = observed.machines.find((m) => m.record.name === name);
+  const peerURL = machine ? peerURLOf(machine) : undefined;
+  if (peerURL === undefined) throw new Error(`machine ${name} has no peer URL`);
+  await deps.provider.startMember(deps.cluster, name, launchFor(cp, record, `${name}=${peerURL}`, 'new'));
+}
+
+async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<void> {
+  const machine = observed.machines.find((m) => m.record.name === action.machine);
+  const peerURL = machine ? peerURLOf(machine) : undefined;
+  if (peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
+  const { member, members } = await deps.etcd.addLearner(voterEndpoints(observed), peerURL);
+  const record = machineRecord(deps, action.machine);
+  deps.store.putMachine({ ...record, memberId: member.id, role: 'join' });
+  deps.failpoint('after-add-learner');
+  deps.failpoint('before-start-member');
+  await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
+}
+
+async function startMember(deps: ExecutorDeps, observed: Observed, action: StartMember): Promise<void> {
+  const record = machineRecord(deps, action.machine);
+  const machine = observed.machines.find((m) => m.record.name === action.machine);
+  const peerURL = machine ? peerURLOf(machine) : undefined;
+  if (peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
+  const initialCluster =
+    action.initialClusterState === 'new' ? `${action.machine}=${peerURL}` : initialClusterFor(observed, await deps.etcd.memberList(voterEndpoints(observed)));
+  deps.failpoint('before-start-member');
+  await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, initialCluster, action.initialClusterState));
+}
+
+async function promoteLearner(deps: ExecutorDeps, observed: Observed, action: PromoteLearner): Promise<void> {
+  const endpoints = voterEndpoints(observed);
+  try {
+    await deps.etcd.promoteLearner(endpoints, action.memberId);
+  } catch (error) {
+    // "can only promote a learner member": done already, if the member list agrees.
+    if (!(error instanceof EtcdAdminError && error.kind === 'NotALearner')) throw error;
+    const list = await deps.etcd.memberList(endpoints);
+    if (list.find((m) => m.id === action.memberId)?.isLearner !== false) throw error;
+  }
+  deps.failpoint('after-promote');
+}
+
+async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLeader): Promise<void> {
+  const leader = observed.members.ok ? observed.members.list.find((m) => m.id === action.fromMemberId) : undefined;
+  const endpoint = leader?.clientURLs[0];
+  if (endpoint === undefined) throw new Error(`leader ${action.fromMemberId} has no client URL`);
+  await deps.etcd.moveLeader(endpoint, action.toMemberId);
+  deps.failpoint('after-move-leader');
+}
+
+async function removeMember(deps: ExecutorDeps, observed: Observed, action: RemoveMember): Promise<void> {
+  // Never through the member being removed: it may answer "server stopped" after succeeding.
+  const endpoints = voterEndpoints(observed, action.memberId);
+  try {
+    await deps.etcd.removeMember(endpoints, action.memberId);
+  } catch (error) {
+    const ambiguous = error instanceof EtcdAdminError && (error.kind === 'MemberNotFound' || error.kind === 'ServerStopped' || error.kind === 'Timeout');
+    if (!ambiguous) throw error;
+    const list = await deps.etcd.memberList(endpoints);
+    if (list.some((m) => m.id === action.memberId)) throw error;
+  }
+  deps.failpoint('after-remove-member');
+}
+
+async function runMembershipAction(deps: ExecutorDeps, observed: Observed, action: MembershipAction): Promise<void> {
+  switch (action.kind) {
+    case 'InitCluster':
+      return initCluster(deps, observed, action.machine);
+    case 'AddLearner':
+      return addLearner(deps, observed, action);
+    case 'StartMember':
+      return startMember(deps, observed, action);
+    case 'PromoteLearner':
+      return promoteLearner(deps, observed, action);
+    case 'MoveLeader':
+      return moveLeader(deps, observed, action);
+    case 'RemoveMember':
+      return removeMember(deps, observed, action);
+  }
+}
+
+
+async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<void>): Promise<string | undefined> {
+  const at = deps.clock.now();
+  const target = machineOf(action);
+  const machine = target === undefined ? {} : { machine: target };
+  try {
+    await run();
+    emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})`, ...machine });
+    return undefined;
+  } catch (error) {
+    if (error instanceof FailpointCrash) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome: 'Failed', message: `${describeAction(action)} failed: ${message}`, ...machine });
+    return message;
+  }
+}
+
+/**
+ * Runs one decision: machine actions in parallel, the single membership action alongside them. No
+ * retry here: a failure is reported and the next pass re-observes before anything is tried again.
+ */
+export async function execute(deps: ExecutorDeps, observed: Observed, decision: Decision): Promise<ExecutionReport> {
+  const report: ExecutionReport = { machineErrors: [] };
+  const membership = decision.membershipAction;
+  const machineRuns = decision.machineActions.map(async (action) => {
+    const error = await timed(deps, action, () => runMachineAction(deps, action));
+    if (error !== undefined) report.machineErrors.push({ action, error });
+  });
+  const membershipRun = (async () => {
+    if (!membership) return;
+    let caught: unknown;
+    const error = await timed(deps, membership, async () => {
+      try {
+        await runMembershipAction(deps, observed, membership);
+      } catch (e) {
+        caught = e;
+        throw e;
+      }
+    });
+    if (error === undefined) return;
+    const attempt: LastMembershipAttempt = { action: membership.kind, target: machineOf(membership) ?? (membership.kind === 'RemoveMember' ? membership.memberId : ''), at: deps.clock.now(), error };
+    if (caught instanceof EtcdAdminError) attempt.errorKind = caught.kind;
+    report.membershipAttempt = attempt;
+  })();
+  await Promise.all([...machineRuns, membershipRun]);
+  return report;
+}

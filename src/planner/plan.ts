@@ -1,0 +1,455 @@
+import { spreadOverFailureDomains } from '../domain/failure-domains.ts';
+import { keepsQuorum, quorum } from '../domain/quorum.ts';
+import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
+import { conditionsFor } from './conditions.ts';
+import { preflightForAdd } from './preflight.ts';
+import type {
+  CreateMachine,
+  Decision,
+  MachineAction,
+  MarkMachineFailed,
+  MembershipAction,
+  Observed,
+  ObservedMachine,
+  ObservedMember,
+  PlannerSpec,
+  RequestMachineDeletion,
+  Wait,
+} from './types.ts';
+import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, phaseOf, type ClusterView } from './view.ts';
+
+/** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
+export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
+
+/** Plan state shared by the steps of one plan() call. */
+interface Step {
+  view: ClusterView;
+  /** Machines failed before or in this decision, by name. */
+  failed: Set<string>;
+  /** Machines picked for deletion before or in this decision. */
+  leaving: Set<string>;
+  waits: Wait[];
+  blocked?: Wait;
+}
+
+const nameOf = (m: ObservedMachine): string => m.record.name;
+const byOrdinal = (a: ObservedMachine, b: ObservedMachine): number => a.record.ordinal - b.record.ordinal;
+
+function isGone(step: Step, machine: ObservedMachine): boolean {
+  return step.failed.has(nameOf(machine)) || step.leaving.has(nameOf(machine));
+}
+
+function activeMachines(step: Step): ObservedMachine[] {
+  return step.view.observed.machines.filter((m) => !isGone(step, m));
+}
+
+/**
+ * Remediation limits as KCP applies them: a sequence of failures within minHealthyPeriod counts
+ * retries; retries wait retryPeriod apart and stop at maxRetry. Returns a wait when not allowed now.
+ */
+function remediationGate(step: Step): Wait | undefined {
+  const { spec, observed, now } = step.view;
+  const last = observed.lastRemediation;
+  if (!last || now - last.at >= spec.remediation.minHealthyPeriodMs) return undefined;
+  if (now - last.at < spec.remediation.retryPeriodMs) {
+    return { code: 'RemediationDeferred', message: `last remediation (${last.machine}) was less than retryPeriod ago` };
+  }
+  if (spec.remediation.maxRetry !== undefined && last.retryCount >= spec.remediation.maxRetry) {
+    return { code: 'CannotBeRemediated', message: `remediation retried ${String(last.retryCount)} times (maxRetry ${String(spec.remediation.maxRetry)})` };
+  }
+  return undefined;
+}
+
+function failureOf(step: Step, machine: ObservedMachine): { reason: string; message: string } | undefined {
+  const { view } = step;
+  const { record, infra } = machine;
+  if (infra?.state === 'Failed') return { reason: 'ProvisioningFailed', message: infra.failureMessage ?? 'provisioning failed' };
+  if (!infra) return record.phase === 'Pending' ? undefined : { reason: 'MachineMissing', message: 'the provider no longer has this machine' };
+  if (!view.membersKnown) return undefined;
+  const member = view.memberOf(machine);
+  if (!member) {
+    if (record.memberId !== undefined) return { reason: 'MemberLost', message: `member ${record.memberId} left the cluster` };
+    return undefined;
+  }
+  if (member.isLearner) return learnerFailure(step, machine);
+  const since = record.unhealthySince;
+  if (since !== undefined && view.now - since >= view.spec.remediation.unhealthyAfterMs && !view.isHealthyVoter(member) && hasQuorum(view)) {
+    return { reason: 'MemberUnhealthy', message: `member unhealthy since ${String(view.now - since)} ms (unhealthyAfter ${String(view.spec.remediation.unhealthyAfterMs)} ms)` };
+  }
+  return undefined;
+}
+
+function learnerFailure(step: Step, machine: ObservedMachine): { reason: string; message: string } | undefined {
+  const { infra, record } = machine;
+  if (!infra) return undefined;
+  if (!infra.memberRunning && infra.memberStartedAt !== undefined) {
+    return { reason: 'LearnerExited', message: 'the learner process exited before promotion' };
+  }
+  const lastProgress = record.learnerProgress?.at ?? infra.memberStartedAt;
+  if (infra.memberRunning && lastProgress !== undefined && step.view.now - lastProgress >= step.view.spec.remediation.learnerStuckAfterMs) {
+    return { reason: 'LearnerStuck', message: `learner made no progress for ${String(step.view.now - lastProgress)} ms` };
+  }
+  return undefined;
+}
+
+function detectFailures(step: Step): MarkMachineFailed[] {
+  const marks: MarkMachineFailed[] = [];
+  for (const machine of [...step.view.observed.machines].sort(byOrdinal)) {
+    if (isGone(step, machine)) continue;
+    const failure = failureOf(step, machine);
+    if (!failure) continue;
+    // Provisioning failures are replaced at once; health-based remediation obeys KCP's retry limits.
+    const gate = failure.reason === 'ProvisioningFailed' || failure.reason === 'MachineMissing' ? undefined : remediationGate(step);
+    if (gate) {
+      if (gate.code === 'CannotBeRemediated') step.blocked = { ...gate, machine: nameOf(machine) };
+      step.waits.push({ ...gate, machine: nameOf(machine) });
+      continue;
+    }
+    marks.push({ kind: 'MarkMachineFailed', machine: nameOf(machine), ...failure });
+    step.failed.add(nameOf(machine));
+  }
+  return marks;
+}
+
+function victimCandidate(step: Step, machine: ObservedMachine): VictimCandidate {
+  const member = step.view.memberOf(machine);
+  const candidate: VictimCandidate = {
+    name: nameOf(machine),
+    ordinal: machine.record.ordinal,
+    createdAt: machine.record.createdAt,
+    notMember: member === undefined,
+    unhealthy: member !== undefined && !member.isLearner && !step.view.isHealthyVoter(member),
+    outdated: step.view.isOutdated(machine),
+  };
+  if (machine.record.failureDomain !== undefined) candidate.failureDomain = machine.record.failureDomain;
+  return candidate;
+}
+
+function isReadyVoter(view: ClusterView, machine: ObservedMachine): boolean {
+  const member = view.memberOf(machine);
+  return member !== undefined && view.isHealthyVoter(member);
+}
+
+/** Scale down and rollout: which machines to let go now. Their member removals then go one at a time. */
+function requestDeletions(step: Step): RequestMachineDeletion[] {
+  const { view } = step;
+  if (!view.membersKnown) return [];
+  const { replicas, maxSurge } = view.spec;
+  const active = activeMachines(step);
+  const outdated = active.filter(view.isOutdated);
+  let pool = active;
+  let excess = active.length - replicas;
+  let reason = 'ScaleDown';
+  if (outdated.length > 0) {
+    pool = outdated;
+    reason = 'RollingOut';
+    if (maxSurge > 0) {
+      const readyUpToDate = active.filter((m) => !view.isOutdated(m) && isReadyVoter(view, m)).length;
+      excess = Math.max(outdated.length - Math.max(0, replicas - readyUpToDate), active.length - (replicas + maxSurge));
+    } else {
+      // Remove first, then add: only from a fully healthy cluster at its size, one machine at a time.
+      const allReady = active.length >= replicas && active.every((m) => isReadyVoter(view, m)) && view.learners.length === 0;
+      excess = allReady ? active.length - replicas + 1 : active.length - replicas;
+    }
+  }
+  if (excess <= 0) return [];
+  const victims = selectVictims(pool.map((m) => victimCandidate(step, m)), excess);
+  return victims.map((v) => {
+    step.leaving.add(v.name);
+    return { kind: 'RequestMachineDeletion', machine: v.name, reason };
+  });
+}
+
+function serialMayCreate(step: Step, active: readonly ObservedMachine[]): boolean {
+  const { view } = step;
+  const settled = active.every((m) => isReadyVoter(view, m));
+  const leavingMembers = view.observed.machines.some((m) => isGone(step, m) && view.memberOf(m) !== undefined);
+  if (settled && view.learners.length === 0 && !leavingMembers) return true;
+  step.waits.push({ code: 'SerialWaitingForPrevious', message: 'serial strategy: waiting until every machine is a healthy voter before creating the next' });
+  return false;
+}
+
+function creations(step: Step): CreateMachine[] {
+  const { view } = step;
+  const { spec, observed } = view;
+  const actions: CreateMachine[] = [];
+  // A record written before a crash, whose provider call never happened: create it again (idempotent).
+  for (const m of observed.machines) {
+    if (!m.infra && m.record.phase === 'Pending' && !isGone(step, m)) {
+      const retry: CreateMachine = { kind: 'CreateMachine', machine: nameOf(m), ordinal: m.record.ordinal, reason: 'ResumeCreate' };
+      if (m.record.failureDomain !== undefined) retry.failureDomain = m.record.failureDomain;
+      actions.push(retry);
+    }
+  }
+  const active = activeMachines(step);
+  const rollingOut = active.some(view.isOutdated);
+  const upToDate = active.filter((m) => !view.isOutdated(m)).length;
+  const desired = spec.replicas + (rollingOut ? spec.maxSurge : 0);
+  let need = Math.min(desired - active.length, spec.replicas - upToDate);
+  if (need <= 0) return actions;
+  const provisioning = active.filter((m) => !m.infra || m.infra.state === 'Provisioning').length;
+  const room = spec.maxConcurrentProvisioning - provisioning;
+  if (room < need) step.waits.push({ code: 'ProvisioningBound', message: `${String(provisioning)} machines provisioning (maxConcurrentProvisioning ${String(spec.maxConcurrentProvisioning)})` });
+  need = Math.min(need, room);
+  if (spec.strategy === 'serial') need = serialMayCreate(step, active) && provisioning === 0 ? Math.min(need, 1) : 0;
+  const domains = spreadOverFailureDomains(spec.failureDomains, active.map((m) => m.record.failureDomain), need);
+  const reason = rollingOut ? 'RollingOut' : active.length === 0 && observed.initMachine === undefined ? 'Initialize' : 'ScaleUp';
+  domains.forEach((domain, i) => {
+    const ordinal = observed.nextOrdinal + i;
+    const action: CreateMachine = { kind: 'CreateMachine', machine: `${spec.name}-${String(ordinal)}`, ordinal, reason };
+    if (domain !== undefined) action.failureDomain = domain;
+    actions.push(action);
+  });
+  return actions;
+}
+
+/** Tear down machines that are failed or leaving and no longer have a member (invariant 5). */
+function teardowns(step: Step): MachineAction[] {
+  const { view } = step;
+  const actions: MachineAction[] = [];
+  for (const machine of view.observed.machines) {
+    if (!isGone(step, machine)) continue;
+    const neverJoined = !machine.infra || machine.infra.state !== 'Provisioned' || (machine.record.memberId === undefined && !machine.infra.memberRunning);
+    if (!view.membersKnown && !neverJoined) continue;
+    if (view.memberOf(machine)) continue;
+    if (machine.infra?.state === 'Deleting') {
+      step.waits.push({ code: 'MachineDeleting', message: `machine ${nameOf(machine)} is being deleted`, machine: nameOf(machine) });
+      continue;
+    }
+    actions.push({ kind: 'DeleteMachine', machine: nameOf(machine), reason: step.failed.has(nameOf(machine)) ? 'Remediation' : 'NoLongerNeeded' });
+  }
+  return actions;
+}
+
+function removal(step: Step, member: ObservedMember, reason: string, machine: ObservedMachine | undefined): MembershipAction | undefined {
+  const { view } = step;
+  const who = machine ? nameOf(machine) : `member ${member.id}`;
+  if (member.isLearner) {
+    return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...(machine ? { machine: nameOf(machine) } : {}) };
+  }
+  if (view.voters.length <= 1) {
+    step.waits.push({ code: 'LastVoter', message: `not removing ${who}: it is the last voter`, ...(machine ? { machine: nameOf(machine) } : {}) });
+    return undefined;
+  }
+  if (member.id === view.leaderId) {
+    const target = leaderTarget(step, member);
+    if (!target) {
+      step.waits.push({ code: 'NoLeaderTarget', message: `${who} leads and no healthy voter can take over` });
+      return undefined;
+    }
+    const targetMachine = view.machineOf(target);
+    return { kind: 'MoveLeader', fromMemberId: member.id, toMemberId: target.id, machine: targetMachine ? nameOf(targetMachine) : target.id, reason: `Before${reason}` };
+  }
+  const healthyDelta = view.isHealthyVoter(member) ? -1 : 0;
+  if (!keepsQuorum(view.voters.length, view.healthyVoters.length, -1, healthyDelta)) {
+    step.waits.push({
+      code: 'QuorumWouldBreak',
+      message: `removing ${who} would leave ${String(view.healthyVoters.length + healthyDelta)} healthy of ${String(view.voters.length - 1)} voters (quorum ${String(quorum(view.voters.length - 1))})`,
+    });
+    return undefined;
+  }
+  return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...(machine ? { machine: nameOf(machine) } : {}) };
+}
+
+/** The healthiest up-to-date voter that is staying: where leadership goes before a removal. */
+function leaderTarget(step: Step, from: ObservedMember): ObservedMember | undefined {
+  const { view } = step;
+  const staying = view.healthyVoters.filter((m) => {
+    const machine = view.machineOf(m);
+    return m.id !== from.id && machine !== undefined && !isGone(step, machine);
+  });
+  const rank = (m: ObservedMember): number => {
+    const machine = view.machineOf(m);
+    return (machine && view.isOutdated(machine) ? 1000 : 0) + (machine?.record.ordinal ?? 0) / 1000;
+  };
+  return [...staying].sort((a, b) => rank(a) - rank(b))[0];
+}
+
+function repair(step: Step): MembershipAction | undefined {
+  const { view } = step;
+  for (const learner of view.learners) {
+    const machine = view.machineOf(learner);
+    if (!machine || isGone(step, machine)) return removal(step, learner, machine ? 'RemoveFailedLearner' : 'RemoveOrphanLearner', machine);
+  }
+  for (const learner of view.learners) {
+    const machine = view.machineOf(learner);
+    if (machine?.infra?.state === 'Provisioned' && !machine.infra.memberRunning && machine.infra.memberStartedAt === undefined) {
+      return { kind: 'StartMember', machine: nameOf(machine), memberId: learner.id, initialClusterState: 'existing', reason: 'StartAddedLearner' };
+    }
+  }
+  for (const voter of view.voters) {
+    if (!view.machineOf(voter)) {
+      const action = removal(step, voter, 'RemoveOrphanMember', undefined);
+      if (action) return action;
+    }
+  }
+  return undefined;
+}
+
+/** Remediation first, then rollout and scale-down victims: one member leaves per decision. */
+function departures(step: Step): MembershipAction | undefined {
+  const { view } = step;
+  const leavingVoters = view.voters
+    .map((member) => ({ member, machine: view.machineOf(member) }))
+    .filter((x): x is { member: ObservedMember; machine: ObservedMachine } => x.machine !== undefined && isGone(step, x.machine))
+    .sort((a, b) => {
+      const failedFirst = Number(step.leaving.has(nameOf(a.machine))) - Number(step.leaving.has(nameOf(b.machine)));
+      const unhealthyFirst = Number(view.isHealthyVoter(a.member)) - Number(view.isHealthyVoter(b.member));
+      return failedFirst || unhealthyFirst || byOrdinal(a.machine, b.machine);
+    });
+  for (const { member, machine } of leavingVoters) {
+    const reason = step.failed.has(nameOf(machine)) ? 'Remediation' : 'ScaleDown';
+    const action = removal(step, member, reason, machine);
+    if (action) return action;
+  }
+  return undefined;
+}
+
+function provisionedAt(m: ObservedMachine): number {
+  return m.record.phaseTimes.Provisioned ?? m.record.createdAt;
+}
+
+function joinCandidates(step: Step): ObservedMachine[] {
+  const { view } = step;
+  return activeMachines(step)
+    .filter((m) => m.infra?.state === 'Provisioned' && !m.infra.memberRunning && !view.memberOf(m))
+    .sort((a, b) => Number(view.isOutdated(a)) - Number(view.isOutdated(b)) || provisionedAt(a) - provisionedAt(b) || byOrdinal(a, b));
+}
+
+function scaleUp(step: Step): MembershipAction | undefined {
+  const next = joinCandidates(step)[0];
+  if (!next) return undefined;
+  const reasons = preflightForAdd(step.view);
+  if (reasons.length > 0) {
+    // A taken learner slot is the normal gate, reported by promote(); the rest explain the hold.
+    step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
+    return undefined;
+  }
+  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine' };
+}
+
+function promote(step: Step): MembershipAction | undefined {
+  const { view } = step;
+  for (const learner of view.learners) {
+    const machine = view.machineOf(learner);
+    if (!machine || isGone(step, machine)) continue;
+    const name = nameOf(machine);
+    const progress = learnerProgress(view, learner);
+    if (!memberAnswers(learner) || !progress) {
+      step.waits.push({ code: 'LearnerStarting', message: `waiting for learner ${name} to answer its status`, machine: name });
+      continue;
+    }
+    if (!isCaughtUp(view, learner)) {
+      step.waits.push({ code: 'LearnerCatchingUp', message: `waiting for learner ${name} to catch up (applied ${String(progress.applied)}/${String(progress.target)})`, machine: name });
+      continue;
+    }
+    if (!keepsQuorum(view.voters.length, view.healthyVoters.length, 1, 1)) {
+      step.waits.push({ code: 'QuorumWouldBreak', message: `promoting ${name} would leave too few healthy voters`, machine: name });
+      continue;
+    }
+    return { kind: 'PromoteLearner', machine: name, memberId: learner.id, reason: 'LearnerCaughtUp' };
+  }
+  return undefined;
+}
+
+function initialize(step: Step): MembershipAction | undefined {
+  const first = activeMachines(step)
+    .filter((m) => m.infra?.state === 'Provisioned')
+    .sort((a, b) => provisionedAt(a) - provisionedAt(b) || byOrdinal(a, b))[0];
+  if (!first) {
+    step.waits.push({ code: 'WaitingForFirstMachine', message: 'no cluster yet: the first machine to finish provisioning initializes it' });
+    return undefined;
+  }
+  return { kind: 'InitCluster', machine: nameOf(first), reason: 'FirstMachineProvisioned' };
+}
+
+/** The priority ladder: repair > remediation > rollout/scale down > scale up > promote. */
+function membership(step: Step): MembershipAction | undefined {
+  const { view } = step;
+  const { observed } = view;
+  if (observed.initMachine === undefined && view.members.length === 0) return initialize(step);
+  if (!view.membersKnown) {
+    const init = observed.machines.find((m) => nameOf(m) === observed.initMachine);
+    if (init?.infra?.state === 'Provisioned' && !init.infra.memberRunning && !isGone(step, init)) {
+      return { kind: 'StartMember', machine: nameOf(init), initialClusterState: 'new', reason: 'RestartInitMember' };
+    }
+    step.waits.push({ code: 'MemberListUnavailable', message: `cannot read the etcd member list: ${observed.members.ok ? '' : observed.members.error}` });
+    return undefined;
+  }
+  if (!hasQuorum(view)) {
+    step.blocked = {
+      code: 'QuorumLost',
+      message: `only ${String(view.healthyVoters.length)} of ${String(view.voters.length)} voters are healthy (quorum ${String(quorum(view.voters.length))}); membership cannot change`,
+    };
+    step.waits.push(step.blocked);
+    return undefined;
+  }
+  return repair(step) ?? departures(step) ?? scaleUp(step) ?? promote(step);
+}
+
+function explainRefusal(step: Step, action: MembershipAction | undefined): void {
+  const last = step.view.observed.lastMembershipAttempt;
+  if (!action || !last?.errorKind || last.action !== action.kind) return;
+  const why: Record<string, string> = {
+    UnhealthyCluster: "etcd refused: leader not connected to every voter for 5 s yet (etcd's peer-connection rule); retrying",
+    NotInSync: 'etcd says the learner is not in sync with the leader yet; retrying',
+    TooManyLearners: 'etcd says the learner slot is taken; re-observing',
+  };
+  step.waits.push({ code: `Retry${last.errorKind}`, message: why[last.errorKind] ?? `last ${last.action} failed: ${last.error ?? last.errorKind}; retrying` });
+}
+
+function isConverged(step: Step, actions: number): boolean {
+  const { view } = step;
+  const { machines } = view.observed;
+  return (
+    actions === 0 &&
+    view.membersKnown &&
+    view.voters.length === view.spec.replicas &&
+    view.learners.length === 0 &&
+    view.healthyVoters.length === view.voters.length &&
+    view.observed.alarms.length === 0 &&
+    machines.length === view.spec.replicas &&
+    machines.every((m) => !isGone(step, m) && !view.isOutdated(m) && isReadyVoter(view, m))
+  );
+}
+
+function requeueAfter(step: Step, actions: number, converged: boolean): number {
+  if (actions > 0) return REQUEUE.now;
+  if (converged) return REQUEUE.idle;
+  if (step.waits.some((w) => w.code.startsWith('Retry'))) return REQUEUE.retry;
+  if (step.view.learners.length > 0 || step.waits.some((w) => w.code === 'VoterUnhealthy')) return REQUEUE.fast;
+  return REQUEUE.slow;
+}
+
+/**
+ * The whole decision procedure: pure, synchronous, deterministic. Any number of machine actions, at
+ * most one membership action, and a reason for every action and every wait.
+ */
+export function plan(spec: PlannerSpec, observed: Observed, now: number): Decision {
+  const view = buildView(spec, observed, now);
+  const step: Step = {
+    view,
+    failed: new Set(observed.machines.filter((m) => m.record.failed).map(nameOf)),
+    leaving: new Set(observed.machines.filter((m) => m.record.deleteRequested).map(nameOf)),
+    waits: [],
+  };
+  const machineActions: MachineAction[] = [...detectFailures(step), ...requestDeletions(step)];
+  machineActions.push(...creations(step), ...teardowns(step));
+  const membershipAction = membership(step);
+  explainRefusal(step, membershipAction);
+  const actionCount = machineActions.length + (membershipAction ? 1 : 0);
+  const converged = isConverged(step, actionCount);
+  const phases: Record<string, ReturnType<typeof phaseOf>> = {};
+  for (const m of observed.machines) phases[nameOf(m)] = step.failed.has(nameOf(m)) ? 'Failed' : phaseOf(view, m);
+  const decision: Decision = {
+    machineActions,
+    waits: step.waits,
+    conditions: conditionsFor(view, step.waits, { failed: step.failed, leaving: step.leaving, converged }),
+    requeueAfterMs: requeueAfter(step, actionCount, converged),
+    converged,
+    phases,
+  };
+  if (membershipAction) decision.membershipAction = membershipAction;
+  if (step.blocked) decision.blocked = step.blocked;
+  return decision;
+}

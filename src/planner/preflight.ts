@@ -1,0 +1,27 @@
+import type { Wait } from './types.ts';
+import type { ClusterView } from './view.ts';
+
+/**
+ * Checks before adding a member: every voter answers with no errors and the same leader, no alarms,
+ * a learner slot is free. etcd's own 5 s peer-connection rule is not guessed here: a refusal
+ * ("unhealthy cluster") comes back as a wait and the add is retried.
+ */
+export function preflightForAdd(view: ClusterView): Wait[] {
+  const reasons: Wait[] = [];
+  for (const voter of view.voters) {
+    if (view.isHealthyVoter(voter)) continue;
+    const machine = view.machineOf(voter);
+    const who = machine?.record.name ?? `member ${voter.id}`;
+    const why = voter.status?.ok === false ? voter.status.error : 'reports errors or no leader';
+    reasons.push({ code: 'VoterUnhealthy', message: `voter ${who} is not healthy (${why})`, ...(machine ? { machine: machine.record.name } : {}) });
+  }
+  if (view.leaderId === undefined) reasons.push({ code: 'LeaderUnknown', message: 'voters do not agree on a leader' });
+  for (const alarm of view.observed.alarms) {
+    reasons.push({ code: 'AlarmActive', message: `etcd alarm ${alarm.alarm} is raised on member ${alarm.memberId}` });
+  }
+  if (view.learners.length >= view.spec.maxLearners) {
+    const names = view.learners.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
+    reasons.push({ code: 'LearnerSlotTaken', message: `learner slot taken by ${names} (limit ${String(view.spec.maxLearners)})` });
+  }
+  return reasons;
+}

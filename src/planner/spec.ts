@@ -1,0 +1,37 @@
+import type { ControlPlane } from '../api/control-plane.ts';
+import { parseDuration } from '../api/duration.ts';
+import { templateHash } from '../domain/template.ts';
+import type { PlannerSpec } from './types.ts';
+
+function ms(text: string): number {
+  // The schema has already checked every duration; 0 only guards the type.
+  return parseDuration(text) ?? 0;
+}
+
+/** The fields whose change needs new machines (a rollout) besides the version. */
+export function machineTemplateHash(cp: ControlPlane): string {
+  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: cp.spec.etcd.maxLearners });
+}
+
+export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
+  const { spec } = cp;
+  const remediation: PlannerSpec['remediation'] = {
+    retryPeriodMs: ms(spec.remediation.retryPeriod),
+    minHealthyPeriodMs: ms(spec.remediation.minHealthyPeriod),
+    unhealthyAfterMs: ms(spec.remediation.unhealthyAfter),
+    learnerStuckAfterMs: ms(spec.remediation.learnerStuckAfter),
+  };
+  if (spec.remediation.maxRetry !== undefined) remediation.maxRetry = spec.remediation.maxRetry;
+  return {
+    name: cp.metadata.name,
+    replicas: spec.replicas,
+    version: spec.version,
+    templateHash: machineTemplateHash(cp),
+    failureDomains: spec.provider.failureDomains,
+    strategy: spec.scaleUp.strategy,
+    maxConcurrentProvisioning: spec.scaleUp.maxConcurrentProvisioning,
+    maxLearners: spec.etcd.maxLearners,
+    maxSurge: spec.rollout.maxSurge,
+    remediation,
+  };
+}

@@ -1,0 +1,132 @@
+import type { MachinePhase } from '../domain/machine.ts';
+import { quorum } from '../domain/quorum.ts';
+import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
+import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from './types.ts';
+
+/** A learner counts as caught up when its applied index is this close to the leader's raft index. */
+export const CATCH_UP_MARGIN = 10;
+
+/**
+ * Everything plan() derives from one observation, computed once: machine <-> member matching by peer
+ * URL (never by name: an unstarted learner has none), health, leader and the machine sets.
+ */
+export interface ClusterView {
+  spec: PlannerSpec;
+  observed: Observed;
+  now: number;
+  membersKnown: boolean;
+  members: ObservedMember[];
+  voters: ObservedMember[];
+  learners: ObservedMember[];
+  healthyVoters: ObservedMember[];
+  /** The leader every answering voter agrees on; undefined when unknown or disputed. */
+  leaderId: string | undefined;
+  leaderStatus: EtcdMemberStatus | undefined;
+  memberOf: (machine: ObservedMachine) => ObservedMember | undefined;
+  machineOf: (member: ObservedMember) => ObservedMachine | undefined;
+  /** Not failed and not picked for deletion. */
+  active: ObservedMachine[];
+  isOutdated: (machine: ObservedMachine) => boolean;
+  isHealthyVoter: (member: ObservedMember) => boolean;
+}
+
+export function peerURLOf(machine: ObservedMachine): string | undefined {
+  return machine.infra?.peerURL ?? machine.record.peerURL;
+}
+
+export function clientURLOf(machine: ObservedMachine): string | undefined {
+  return machine.infra?.clientURL ?? machine.record.clientURL;
+}
+
+function answeringStatus(member: ObservedMember): EtcdMemberStatus | undefined {
+  return member.status?.ok === true ? member.status.status : undefined;
+}
+
+/** A member answers its own status with no errors and knows a leader. */
+export function memberAnswers(member: ObservedMember): boolean {
+  const status = answeringStatus(member);
+  return status !== undefined && status.errors.length === 0 && status.leaderId !== '0';
+}
+
+export function buildView(spec: PlannerSpec, observed: Observed, now: number): ClusterView {
+  const members = observed.members.ok ? observed.members.list : [];
+  const byPeer = new Map<string, ObservedMachine>();
+  for (const machine of observed.machines) {
+    const url = peerURLOf(machine);
+    if (url !== undefined) byPeer.set(url, machine);
+  }
+  const machineOf = (member: ObservedMember): ObservedMachine | undefined => {
+    for (const url of member.peerURLs) {
+      const machine = byPeer.get(url);
+      if (machine) return machine;
+    }
+    return undefined;
+  };
+  const memberByMachine = new Map<string, ObservedMember>();
+  for (const member of members) {
+    const machine = machineOf(member);
+    if (machine) memberByMachine.set(machine.record.name, member);
+  }
+  const isHealthyVoter = (member: ObservedMember): boolean => {
+    if (member.isLearner || !memberAnswers(member)) return false;
+    const machine = machineOf(member);
+    return machine?.infra?.memberRunning !== false;
+  };
+  const voters = members.filter((m) => !m.isLearner);
+  const healthyVoters = voters.filter(isHealthyVoter);
+  const leaders = new Set(healthyVoters.map((m) => answeringStatus(m)?.leaderId));
+  const leaderId = leaders.size === 1 ? [...leaders][0] : undefined;
+  const leader = members.find((m) => m.id === leaderId);
+  return {
+    spec,
+    observed,
+    now,
+    membersKnown: observed.members.ok,
+    members,
+    voters,
+    learners: members.filter((m) => m.isLearner),
+    healthyVoters,
+    leaderId,
+    leaderStatus: leader ? answeringStatus(leader) : undefined,
+    memberOf: (machine) => memberByMachine.get(machine.record.name),
+    machineOf,
+    active: observed.machines.filter((m) => !m.record.failed && !m.record.deleteRequested),
+    isOutdated: (machine) => machine.record.version !== spec.version || machine.record.templateHash !== spec.templateHash,
+    isHealthyVoter,
+  };
+}
+
+export function hasQuorum(view: ClusterView): boolean {
+  return view.voters.length > 0 && view.healthyVoters.length >= quorum(view.voters.length);
+}
+
+/** How far a learner has applied against the leader's raft index; undefined while it does not answer. */
+export function learnerProgress(view: ClusterView, learner: ObservedMember): { applied: number; target: number } | undefined {
+  const status = answeringStatus(learner);
+  if (!status || !view.leaderStatus) return undefined;
+  return { applied: status.raftAppliedIndex, target: view.leaderStatus.raftIndex };
+}
+
+export function isCaughtUp(view: ClusterView, learner: ObservedMember): boolean {
+  const progress = learnerProgress(view, learner);
+  return progress !== undefined && progress.applied >= progress.target - CATCH_UP_MARGIN;
+}
+
+/** The phase a machine is in, as this observation shows it. */
+export function phaseOf(view: ClusterView, machine: ObservedMachine): MachinePhase {
+  const { record, infra } = machine;
+  if (record.failed) return 'Failed';
+  if (infra?.state === 'Deleting' || record.deleteRequested) return 'Deleting';
+  if (!infra) return record.phase === 'Pending' ? 'Pending' : record.phase;
+  if (infra.state === 'Failed') return 'Failed';
+  if (infra.state === 'Provisioning') return 'Provisioning';
+  // Without a member list, keep what was last known rather than guess.
+  if (!view.membersKnown && ['Initializing', 'Joining', 'Learner', 'Voter'].includes(record.phase)) return record.phase;
+  const member = view.memberOf(machine);
+  if (!member) {
+    if (view.observed.initMachine === record.name && infra.memberRunning) return 'Initializing';
+    return 'Provisioned';
+  }
+  if (!member.isLearner) return 'Voter';
+  return memberAnswers(member) ? 'Learner' : 'Joining';
+}

@@ -1,0 +1,96 @@
+import type { ControlPlaneRecord } from '../domain/machine.ts';
+import type { LastMembershipAttempt, Observed, ObservedMachine, ObservedMember, StatusReading } from '../planner/types.ts';
+import { clientURLOf } from '../planner/view.ts';
+import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
+import type { InfraProvider } from '../ports/infra-provider.ts';
+import type { StateStore } from '../ports/state-store.ts';
+
+export interface ObserveDeps {
+  cluster: string;
+  etcd: EtcdAdmin;
+  provider: InfraProvider;
+  store: StateStore;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+async function readStatus(etcd: EtcdAdmin, member: EtcdMember): Promise<StatusReading | undefined> {
+  const endpoint = member.clientURLs[0];
+  if (endpoint === undefined) return undefined;
+  try {
+    return { ok: true, status: await etcd.status(endpoint) };
+  } catch (error) {
+    return { ok: false, error: errorText(error) };
+  }
+}
+
+/**
+ * Member list from the machines whose etcd runs, known voters first (learners refuse the call).
+ * Linearizable first; without quorum that times out, so fall back to a local read, which is enough to
+ * see who is a member and to report the lost quorum.
+ */
+async function readMembers(etcd: EtcdAdmin, machines: ObservedMachine[], cp: ControlPlaneRecord): Promise<Observed['members']> {
+  const running = machines.filter((m) => m.infra?.memberRunning === true);
+  const endpoints = [...running]
+    .sort((a, b) => Number(b.record.phase === 'Voter') - Number(a.record.phase === 'Voter'))
+    .map(clientURLOf)
+    .filter((url): url is string => url !== undefined);
+  if (endpoints.length === 0) {
+    if (cp.initMachine === undefined) return { ok: true, list: [] };
+    return { ok: false, error: 'no member process is running' };
+  }
+  try {
+    return { ok: true, list: await etcd.memberList(endpoints) };
+  } catch (linearizableError) {
+    try {
+      return { ok: true, list: await etcd.memberList(endpoints, { linearizable: false }) };
+    } catch {
+      return { ok: false, error: errorText(linearizableError) };
+    }
+  }
+}
+
+/** One snapshot of records, provider state and etcd. Failed reads become data, never exceptions. */
+export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMembershipAttempt): Promise<Observed> {
+  const cp = deps.store.getControlPlane(deps.cluster);
+  if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
+  const records = deps.store.listMachines(deps.cluster);
+  const machines: ObservedMachine[] = await Promise.all(
+    records.map(async (record) => {
+      const infra = await deps.provider.describe(deps.cluster, record.name);
+      return infra ? { record, infra } : { record };
+    }),
+  );
+  const members = await readMembers(deps.etcd, machines, cp);
+  let list: ObservedMember[] = [];
+  if (members.ok) {
+    list = await Promise.all(
+      members.list.map(async (member) => {
+        const status = await readStatus(deps.etcd, member);
+        return status ? { ...member, status } : { ...member };
+      }),
+    );
+  }
+  const voterEndpoints = list.filter((m) => !m.isLearner && m.status?.ok === true).flatMap((m) => m.clientURLs.slice(0, 1));
+  let alarms: EtcdAlarm[] = [];
+  if (voterEndpoints.length > 0) {
+    try {
+      alarms = await deps.etcd.alarms(voterEndpoints);
+    } catch {
+      // Alarms are advisory for the preflight; a failed read must not hide the rest of the snapshot.
+      alarms = [];
+    }
+  }
+  const observed: Observed = {
+    nextOrdinal: cp.nextOrdinal,
+    machines,
+    members: members.ok ? { ok: true, list } : members,
+    alarms,
+  };
+  if (cp.initMachine !== undefined) observed.initMachine = cp.initMachine;
+  if (cp.lastRemediation) observed.lastRemediation = cp.lastRemediation;
+  if (lastMembershipAttempt) observed.lastMembershipAttempt = lastMembershipAttempt;
+  return observed;
+}

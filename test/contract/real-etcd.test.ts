@@ -1,0 +1,40 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { Etcd3Admin } from '../../src/adapters/etcd3-admin.ts';
+import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd-binaries.ts';
+import { LocalProcessProvider } from '../../src/adapters/local-process-provider.ts';
+import { systemClock } from '../../src/ports/clock.ts';
+import { defineEtcdAdminContract, type ContractWorld } from './etcd-admin-contract.ts';
+
+function realWorld(version: string): Promise<ContractWorld> {
+  const stateDir = mkdtempSync(join(tmpdir(), 'fastplane-contract-'));
+  // A short grace: each case stops all its members at once, and a leader whose peers are stopping
+  // spends ~7 s on a doomed leadership transfer before it exits.
+  const provider = new LocalProcessProvider({ stateDir, addressPrefix: '127.92', findBinary: findEtcdBinary, stopGraceMs: 1500 });
+  const admin = new Etcd3Admin();
+  return Promise.resolve({
+    admin,
+    provider,
+    clock: systemClock,
+    cluster: 'contract',
+    version,
+    async teardown() {
+      await admin.close();
+      // Kills every member the suite started, by the PIDs the provider recorded, and removes its folder.
+      await provider.destroyCluster('contract');
+      rmSync(stateDir, { recursive: true, force: true });
+    },
+  });
+}
+
+// The suites run one after the other, so both may use the same addresses.
+defineEtcdAdminContract('EtcdAdmin contract: Etcd3Admin + LocalProcessProvider on etcd 3.4.23', () => realWorld('3.4.23'));
+
+const v35 = listEtcdVersions().find((version) => version.startsWith('3.5.'));
+if (v35 === undefined) {
+  test('EtcdAdmin contract on etcd 3.5', { skip: 'etcd 3.5 is not installed: run `bash scripts/install-etcd.sh`' }, () => undefined);
+} else {
+  defineEtcdAdminContract(`EtcdAdmin contract: Etcd3Admin + LocalProcessProvider on etcd ${v35}`, () => realWorld(v35));
+}

@@ -1,0 +1,187 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { after, test } from 'node:test';
+import { InvalidInputError } from '../../src/api/errors.ts';
+import { Etcd3Admin, openKvClient } from '../../src/adapters/etcd3-admin.ts';
+import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/local-process-provider.ts';
+import type { InfraProvider, MachineInfra } from '../../src/ports/infra-provider.ts';
+
+const VERSION = '3.4.23';
+const PREFIX = '127.91';
+const stateDirs: string[] = [];
+const admin = new Etcd3Admin({ callTimeoutMs: 2000 });
+
+function newStateDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fastplane-lpp-'));
+  stateDirs.push(dir);
+  return dir;
+}
+
+/** Every PID any machine of these state dirs ever recorded. */
+function recordedPids(stateDir: string): number[] {
+  const clusters = join(stateDir, 'clusters');
+  if (!existsSync(clusters)) return [];
+  return readdirSync(clusters).flatMap((cluster) =>
+    readdirSync(join(clusters, cluster, 'machines')).flatMap((machine) => {
+      const file = join(clusters, cluster, 'machines', machine, 'machine.json');
+      if (!existsSync(file)) return [];
+      const { pid } = JSON.parse(readFileSync(file, 'utf8')) as { pid?: number };
+      return pid === undefined ? [] : [pid];
+    }),
+  );
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${String(pid)}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+}
+
+after(async () => {
+  await admin.close();
+  for (const dir of stateDirs) {
+    for (const pid of recordedPids(dir)) {
+      if (alive(pid)) process.kill(pid, 'SIGKILL');
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+async function waitProvisioned(provider: InfraProvider, cluster: string, name: string): Promise<MachineInfra> {
+  return waitFor(`${name} provisioned`, async () => {
+    const infra = await provider.describe(cluster, name);
+    return infra?.state === 'Provisioned' ? infra : undefined;
+  });
+}
+
+test('a machine is Provisioning until its provisioning delay has passed, then Provisioned', async () => {
+  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, provisioningDelay: { minMs: 1200, maxMs: 1200 } });
+  const started = Date.now();
+  const created = await provider.create({ cluster: 'delay', name: 'm1', ordinal: 1 });
+  assert.equal(created.state, 'Provisioning');
+  assert.match(created.address, /^127\.91\.\d+\.1$/);
+  assert.equal(created.clientURL, `http://${created.address}:2379`);
+  assert.equal(created.peerURL, `http://${created.address}:2380`);
+  assert.equal(created.memberRunning, false);
+  assert.equal((await provider.describe('delay', 'm1'))?.state, 'Provisioning');
+  await assert.rejects(
+    provider.startMember('delay', 'm1', { memberName: 'm1', version: VERSION, initialCluster: '', initialClusterState: 'new', clusterToken: 't', maxLearners: 1 }),
+    /still provisioning/,
+  );
+  await waitProvisioned(provider, 'delay', 'm1');
+  assert.ok(Date.now() - started >= 1200, 'not Provisioned before the delay');
+  // create is idempotent: the same machine, not a second one.
+  assert.equal((await provider.create({ cluster: 'delay', name: 'm1', ordinal: 1 })).address, created.address);
+});
+
+test('a member started by a CLI process outlives it, answers, and leaves nothing behind after delete', async () => {
+  const stateDir = newStateDir();
+  const options = { stateDir, addressPrefix: PREFIX, deletionDelay: { minMs: 800, maxMs: 800 } };
+  const provider = new LocalProcessProvider(options);
+  const infra = await provider.create({ cluster: 'life', name: 'm2', ordinal: 2 });
+  await waitProvisioned(provider, 'life', 'm2');
+
+  // Start the member from a separate node process that exits at once, as `fastplane up` does.
+  const providerModule = pathToFileURL(fileURLToPath(new URL('../../src/adapters/local-process-provider.ts', import.meta.url))).href;
+  const launch = { memberName: 'm2', version: VERSION, initialCluster: `m2=${infra.peerURL}`, initialClusterState: 'new', clusterToken: 'life', maxLearners: 1 };
+  const script = `import { LocalProcessProvider } from ${JSON.stringify(providerModule)};
+    await new LocalProcessProvider(${JSON.stringify(options)}).startMember('life', 'm2', ${JSON.stringify(launch)});`;
+  execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'inherit', timeout: 30_000 });
+
+  const [pid] = recordedPids(stateDir);
+  assert.ok(pid !== undefined && alive(pid), 'etcd runs after the starting process exited');
+  const running = await provider.describe('life', 'm2');
+  assert.equal(running?.memberRunning, true);
+  assert.ok(running.memberStartedAt !== undefined);
+  const status = await waitFor('etcd to answer', () => admin.status(infra.clientURL));
+  assert.equal(status.version, VERSION);
+  assert.equal(status.leaderId, status.memberId);
+  const kv = openKvClient([infra.clientURL]);
+  try {
+    await kv.put('/fastplane/probe').value('ok');
+    assert.equal(await kv.get('/fastplane/probe').string(), 'ok');
+  } finally {
+    kv.close();
+  }
+  const machineDir = join(stateDir, 'clusters', 'life', 'machines', 'm2');
+  assert.ok(existsSync(join(machineDir, 'data', 'member')), 'etcd data lives in the machine folder');
+  assert.match(readFileSync(join(machineDir, 'etcd.log'), 'utf8'), /"level":"info"/, 'zap logs, no capnslog');
+
+  await provider.delete('life', 'm2');
+  assert.equal(alive(pid), false, 'delete stops the member at once');
+  const deleting = await provider.describe('life', 'm2');
+  assert.equal(deleting?.state, 'Deleting');
+  assert.equal(deleting.memberRunning, false);
+  await provider.delete('life', 'm2');
+  await waitFor('the machine to be gone', async () => ((await provider.describe('life', 'm2')) === undefined ? true : undefined), 5000);
+  assert.equal(existsSync(machineDir), false, 'the machine folder is removed');
+  await assertAddressFree(infra.address, 2379);
+  await assertAddressFree(infra.address, 2380);
+  await provider.stopMember('life', 'm2');
+});
+
+test('destroyCluster kills every member by PID and removes the cluster folder', async () => {
+  const stateDir = newStateDir();
+  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX });
+  const infra = await provider.create({ cluster: 'gone', name: 'm3', ordinal: 3 });
+  await waitProvisioned(provider, 'gone', 'm3');
+  await provider.startMember('gone', 'm3', {
+    memberName: 'm3', version: VERSION, initialCluster: `m3=${infra.peerURL}`, initialClusterState: 'new', clusterToken: 'gone', maxLearners: 1,
+  });
+  // Idempotent: a second start while it runs does nothing.
+  const [pid] = recordedPids(stateDir);
+  await provider.startMember('gone', 'm3', {
+    memberName: 'm3', version: VERSION, initialCluster: `m3=${infra.peerURL}`, initialClusterState: 'new', clusterToken: 'gone', maxLearners: 1,
+  });
+  assert.deepEqual(recordedPids(stateDir), [pid]);
+  await waitFor('etcd to answer', () => admin.status(infra.clientURL));
+  await provider.destroyCluster('gone');
+  assert.ok(pid !== undefined && !alive(pid));
+  assert.equal(existsSync(join(stateDir, 'clusters', 'gone')), false);
+  assert.equal(await provider.describe('gone', 'm3'), undefined);
+  assert.deepEqual(JSON.parse(readFileSync(join(stateDir, 'provider', 'slots.json'), 'utf8')), {});
+});
+
+test('a taken address is an InvalidInputError naming the address and port', async () => {
+  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX });
+  const blocker = createServer();
+  blocker.listen({ host: '127.91.1.9', port: 2380 });
+  await once(blocker, 'listening');
+  try {
+    await assert.rejects(provider.create({ cluster: 'taken', name: 'm9', ordinal: 9 }), (error: unknown) => {
+      assert.ok(error instanceof InvalidInputError);
+      assert.match(error.message, /127\.91\.1\.9:2380/);
+      return true;
+    });
+    assert.equal(await provider.describe('taken', 'm9'), undefined, 'nothing is recorded for a refused machine');
+    await assert.rejects(assertAddressFree('127.91.1.9', 2380), InvalidInputError);
+    await assertAddressFree('127.91.1.9', 2379);
+  } finally {
+    await new Promise((resolve) => blocker.close(resolve));
+  }
+});
+
+test('bad names and ordinals are InvalidInputError', async () => {
+  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX });
+  await assert.rejects(provider.create({ cluster: '../x', name: 'm1', ordinal: 1 }), InvalidInputError);
+  await assert.rejects(provider.create({ cluster: 'ok', name: 'm1', ordinal: 255 }), InvalidInputError);
+});
