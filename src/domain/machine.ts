@@ -59,6 +59,16 @@ export interface ControlPlaneRecord {
   initMachine?: string;
   initializedAt?: number;
   lastRemediation?: RemediationRecord;
+  /** Last reported conditions, kept so lastTransitionTime only moves when a status changes. */
+  conditions?: StoredCondition[];
+}
+
+export interface StoredCondition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: number;
 }
 
 export type EventType = 'Normal' | 'Warning';

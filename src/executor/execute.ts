@@ -1,5 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDuration } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
 import type {
@@ -273,7 +274,8 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<void
     emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})`, ...machine });
     return undefined;
   } catch (error) {
-    if (error instanceof FailpointCrash) throw error;
+    // A simulated crash, or input the user must fix (a taken address): stop the run, don't retry.
+    if (error instanceof FailpointCrash || error instanceof InvalidInputError) throw error;
     const message = error instanceof Error ? error.message : String(error);
     emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome: 'Failed', message: `${describeAction(action)} failed: ${message}`, ...machine });
     return message;

@@ -6,11 +6,13 @@ import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
 import { observe } from './observe.ts';
 import { recordObservation } from './record.ts';
+import { recordConditions } from './status.ts';
 
 export type RunOutcome = 'Converged' | 'Blocked' | 'DeadlineExceeded';
 
 export interface RunResult {
   outcome: RunOutcome;
+  observed: Observed;
   decision: Decision;
   passes: number;
 }
@@ -35,7 +37,7 @@ export async function reconcileOnce(
   deps: ExecutorDeps,
   last: LastMembershipAttempt | undefined,
   onPass?: RunOptions['onPass'],
-): Promise<{ decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean }> {
+): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean }> {
   const cp = deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const spec = toPlannerSpec(cp.manifest);
@@ -43,11 +45,12 @@ export async function reconcileOnce(
   const now = deps.clock.now();
   const decision = plan(spec, observed, now);
   const changed = recordObservation(deps.store, deps.cluster, spec, observed, decision, now);
+  recordConditions(deps.store, deps.cluster, decision.conditions, now);
   onPass?.({ observed, decision, changed, now });
   const report = await execute(deps, observed, decision);
   // A refusal is remembered for the next plan only; success clears it.
   const attempt = report.membershipAttempt ?? (decision.membershipAction ? undefined : last);
-  return { decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0 };
+  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0 };
 }
 
 /** Level-triggered loop until converged, blocked for longer than the grace, or the deadline. */
@@ -64,12 +67,12 @@ export async function runUntilSettled(deps: ExecutorDeps, options: RunOptions): 
       const result = await reconcileOnce(deps, attempt, options.onPass);
       passes++;
       attempt = result.attempt;
-      const { decision } = result;
+      const { decision, observed } = result;
       const now = deps.clock.now();
-      if (decision.converged) return { outcome: 'Converged', decision, passes };
+      if (decision.converged) return { outcome: 'Converged', observed, decision, passes };
       blockedSince = decision.blocked ? (blockedSince ?? now) : undefined;
-      if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return { outcome: 'Blocked', decision, passes };
-      if (now >= options.deadline) return { outcome: decision.blocked ? 'Blocked' : 'DeadlineExceeded', decision, passes };
+      if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return { outcome: 'Blocked', observed, decision, passes };
+      if (now >= options.deadline) return { outcome: decision.blocked ? 'Blocked' : 'DeadlineExceeded', observed, decision, passes };
       // After a failed action, back off before re-observing instead of hammering etcd or the provider.
       const pause = result.failed ? Math.max(decision.requeueAfterMs, REQUEUE.retry) : decision.requeueAfterMs;
       await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));

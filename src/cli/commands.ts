@@ -1,0 +1,175 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  defaultControlPlane,
+  loadControlPlaneFile,
+  validateControlPlane,
+  type ControlPlane,
+} from '../api/control-plane.ts';
+import { parseDuration, parseDurationRange } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
+import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
+import { plan } from '../planner/plan.ts';
+import { toPlannerSpec } from '../planner/spec.ts';
+import { applyControlPlane } from '../reconciler/apply.ts';
+import { observe } from '../reconciler/observe.ts';
+import { runUntilSettled, type RunOutcome } from '../reconciler/run.ts';
+import { buildStatus, recordConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
+import type { CliContext } from './context.ts';
+import { progressFor } from './progress.ts';
+import { explain, render, type OutputFormat } from './render.ts';
+
+export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4 } as const;
+
+const OUTCOME_EXIT: Record<RunOutcome, number> = { Converged: EXIT.converged, Blocked: EXIT.blocked, DeadlineExceeded: EXIT.deadline };
+
+export interface SpecFlags {
+  file?: string;
+  name?: string;
+  replicas?: string;
+  version?: string;
+  strategy?: string;
+  provisioningDelay?: string;
+}
+
+export interface RunFlags {
+  timeout: string;
+  output: string;
+}
+
+export function parseOutput(text: string): OutputFormat {
+  if (text === 'table' || text === 'json' || text === 'yaml') return text;
+  throw new InvalidInputError([`-o: must be table, json or yaml, got ${text}`]);
+}
+
+function parseTimeout(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms <= 0) throw new InvalidInputError([`--timeout: must be a positive duration such as 90s or 10m, got ${text}`]);
+  return ms;
+}
+
+function parseReplicas(text: string): number {
+  if (!/^-?\d+$/.test(text)) throw new InvalidInputError([`--replicas: must be a whole number, got ${text}`]);
+  return Number(text);
+}
+
+/**
+ * The desired state from a file, the stored spec or defaults, with flags applied on top; the result is
+ * validated as a whole so every message names the manifest field. A flag that names a different
+ * control plane than the file is a contradiction, not an override.
+ */
+export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane {
+  let base: ControlPlane;
+  if (flags.file !== undefined) {
+    base = loadControlPlaneFile(flags.file);
+    if (flags.name !== undefined && flags.name !== base.metadata.name) {
+      throw new InvalidInputError([`--name ${flags.name} contradicts metadata.name ${base.metadata.name} in ${flags.file}`]);
+    }
+  } else {
+    if (flags.name === undefined) throw new InvalidInputError(['give -f FILE or --name NAME']);
+    base = ctx.store.getControlPlane(flags.name)?.manifest ?? defaultControlPlane(flags.name);
+  }
+  const spec: Record<string, unknown> = { ...base.spec };
+  if (flags.replicas !== undefined) spec.replicas = parseReplicas(flags.replicas);
+  if (flags.version !== undefined) spec.version = flags.version;
+  if (flags.strategy !== undefined) spec.scaleUp = { ...base.spec.scaleUp, strategy: flags.strategy };
+  if (flags.provisioningDelay !== undefined) {
+    if (parseDurationRange(flags.provisioningDelay) === undefined) {
+      throw new InvalidInputError([`--provisioning-delay: must be a duration (8s) or a range (3s-8s), got ${flags.provisioningDelay}`]);
+    }
+    spec.provider = { ...base.spec.provider, provisioningDelay: flags.provisioningDelay };
+  }
+  const manifest = validateControlPlane({ ...base, spec });
+  // A version without a binary fails here, before anything is recorded or started.
+  findEtcdBinary(manifest.spec.version);
+  return manifest;
+}
+
+async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStatusDocument> {
+  const cp = ctx.store.getControlPlane(name);
+  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+  const deps = ctx.deps(cp.manifest);
+  const observed = await observe(deps);
+  const now = Date.now();
+  const decision = plan(toPlannerSpec(cp.manifest), observed, now);
+  const conditions = recordConditions(ctx.store, name, decision.conditions, now);
+  return buildStatus(cp, ctx.store.listMachines(name), observed, decision, conditions);
+}
+
+/** Applies the spec and reconciles until converged, blocked or the deadline; prints the final status. */
+export async function reconcileAndReport(ctx: CliContext, manifest: ControlPlane, flags: RunFlags): Promise<number> {
+  const format = parseOutput(flags.output);
+  const timeoutMs = parseTimeout(flags.timeout);
+  const name = manifest.metadata.name;
+  const isNew = ctx.store.getControlPlane(name) === undefined;
+  applyControlPlane(ctx.store, manifest, Date.now());
+  const progress = progressFor();
+  const deps = ctx.deps(manifest, (event) => {
+    progress.onEvent(event);
+  });
+  let outcome: RunOutcome;
+  try {
+    const result = await progress.run(`Reconciling control plane ${name} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`, () =>
+      runUntilSettled(deps, {
+        deadline: Date.now() + timeoutMs,
+        onPass: (pass) => {
+          progress.onPass(pass);
+        },
+      }),
+    );
+    outcome = result.outcome;
+  } catch (error) {
+    // Bad input found while acting (a taken address): leave nothing behind for a new control plane.
+    if (error instanceof InvalidInputError && isNew) {
+      await ctx.provider(manifest).destroyCluster(name);
+      ctx.store.deleteControlPlane(name);
+    }
+    throw error;
+  }
+  const doc = await statusOf(ctx, name);
+  process.stdout.write(`${render(doc, format)}\n`);
+  if (outcome !== 'Converged') process.stderr.write(`${explain(doc)}\n`);
+  return OUTCOME_EXIT[outcome];
+}
+
+export async function upCommand(ctx: CliContext, flags: SpecFlags & RunFlags): Promise<number> {
+  return reconcileAndReport(ctx, resolveManifest(ctx, flags), flags);
+}
+
+function storedManifest(ctx: CliContext, name: string): ControlPlane {
+  const cp = ctx.store.getControlPlane(name);
+  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}; create it with fastplane up`]);
+  return cp.manifest;
+}
+
+export async function scaleCommand(ctx: CliContext, name: string, flags: RunFlags & { replicas: string }): Promise<number> {
+  storedManifest(ctx, name);
+  return reconcileAndReport(ctx, resolveManifest(ctx, { name, replicas: flags.replicas }), flags);
+}
+
+export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string }): Promise<number> {
+  storedManifest(ctx, name);
+  return reconcileAndReport(ctx, resolveManifest(ctx, { name, version: flags.version }), flags);
+}
+
+export async function statusCommand(ctx: CliContext, name: string | undefined, flags: { output: string; explain?: boolean }): Promise<number> {
+  const format = parseOutput(flags.output);
+  if (name !== undefined) {
+    const doc = await statusOf(ctx, name);
+    process.stdout.write(`${flags.explain === true ? explain(doc) : render(doc, format)}\n`);
+    return EXIT.converged;
+  }
+  const docs: ControlPlaneStatusDocument[] = [];
+  for (const cp of ctx.store.listControlPlanes()) docs.push(await statusOf(ctx, cp.name));
+  process.stdout.write(`${flags.explain === true ? docs.map(explain).join('\n') : render(docs, format)}\n`);
+  return EXIT.converged;
+}
+
+export async function downCommand(ctx: CliContext, name: string): Promise<number> {
+  const manifest = storedManifest(ctx, name);
+  await ctx.provider(manifest).destroyCluster(name);
+  ctx.store.deleteControlPlane(name);
+  const left = existsSync(join(ctx.stateDir, 'clusters', name));
+  process.stdout.write(`control plane ${name} deleted: every member process stopped${left ? '' : ' and every data dir removed'}\n`);
+  return EXIT.converged;
+}

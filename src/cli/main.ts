@@ -1,0 +1,102 @@
+import { Command, CommanderError, Option } from 'commander';
+import { InvalidInputError } from '../api/errors.ts';
+import { LeaseHeldError } from '../reconciler/run.ts';
+import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
+import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
+
+const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
+const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
+
+/** Runs a command with an opened context; maps failures to the exit codes of the CLI contract. */
+async function withContext(program: Command, run: (ctx: CliContext) => Promise<number>): Promise<void> {
+  const globals = program.opts<GlobalOptions>();
+  let ctx: CliContext | undefined;
+  let code: number;
+  try {
+    ctx = new CliContext(resolveStateDir(globals), globals.logLevel);
+    code = await run(ctx);
+  } catch (error) {
+    if (error instanceof InvalidInputError) {
+      process.stderr.write(`error: ${error.problems.join('\nerror: ')}\n`);
+      code = EXIT.invalid;
+    } else if (error instanceof LeaseHeldError) {
+      process.stderr.write(`error: ${error.message}\n`);
+      code = EXIT.blocked;
+    } else {
+      process.stderr.write(`internal error: ${error instanceof Error ? error.message : String(error)}\n`);
+      ctx?.log.error({ err: error }, 'internal error');
+      code = EXIT.internal;
+    }
+  } finally {
+    await ctx?.close();
+  }
+  process.exitCode = code;
+}
+
+export function buildProgram(): Command {
+  const program = new Command('fastplane')
+    .description('Brings up, scales, upgrades and repairs etcd control planes: machines in parallel, membership changes one at a time.')
+    .option('--state-dir <dir>', 'where records, logs and machines live (default $FASTPLANE_HOME or ~/.fastplane)')
+    .option('--log-level <level>', 'log level of the log file in the state dir', 'info')
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+
+  program
+    .command('up')
+    .description('apply a control plane spec and reconcile until it converges')
+    .option('-f, --file <file>', 'ControlPlane manifest (YAML or JSON)')
+    .option('--name <name>', 'control plane name (without -f)')
+    .option('--replicas <n>', 'number of members (odd, 1..9)')
+    .option('--version <version>', 'etcd version, e.g. 3.4.23')
+    .option('--strategy <strategy>', 'parallel (default) or serial (like Cluster API KCP)')
+    .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 8s or a range 3s-8s')
+    .addOption(timeout())
+    .addOption(output())
+    .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, (ctx) => upCommand(ctx, flags)));
+
+  program
+    .command('scale <name>')
+    .description('change the number of members')
+    .requiredOption('--replicas <n>', 'number of members (odd, 1..9)')
+    .addOption(timeout())
+    .addOption(output())
+    .action(async (name: string, flags: Parameters<typeof scaleCommand>[2]) => withContext(program, (ctx) => scaleCommand(ctx, name, flags)));
+
+  program
+    .command('rollout <name>')
+    .description('roll every member to another etcd version, surge machines first')
+    .requiredOption('--version <version>', 'target etcd version')
+    .addOption(timeout())
+    .addOption(output())
+    .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, (ctx) => rolloutCommand(ctx, name, flags)));
+
+  program
+    .command('status [name]')
+    .description('show control planes as etcd reports them now')
+    .option('--explain', 'print what the planner is waiting for and why')
+    .addOption(output())
+    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, (ctx) => statusCommand(ctx, name, flags)));
+
+  program
+    .command('down <name>')
+    .description('stop every member of a control plane and delete its machines and records')
+    .action(async (name: string) => withContext(program, (ctx) => downCommand(ctx, name)));
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit 0; unknown flags and missing arguments are invalid input.
+      process.exitCode = error.exitCode === 0 ? 0 : EXIT.invalid;
+      return;
+    }
+    throw error;
+  }
+}
+
+await main(process.argv);

@@ -1,0 +1,36 @@
+import { stringify as toYaml } from 'yaml';
+import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
+
+export type OutputFormat = 'table' | 'json' | 'yaml';
+
+function pad(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
+}
+
+function table(doc: ControlPlaneStatusDocument): string {
+  const s = doc.status;
+  const head = `${doc.name}: ${s.phase}  voters ${String(s.voters)}/${String(s.replicas)}  learners ${String(s.learners)}  leader ${s.leader ?? '-'}  version ${doc.spec.version}`;
+  const machines = pad([
+    ['MACHINE', 'PHASE', 'ROLE', 'MEMBER ID', 'CLIENT URL', 'VERSION', 'DOMAIN'],
+    ...s.machines.map((m) => [m.name, m.phase, m.role ?? '-', m.memberId ?? '-', m.clientURL ?? '-', m.version, m.failureDomain ?? '-']),
+  ]);
+  const conditions = pad([['CONDITION', 'STATUS', 'REASON', 'MESSAGE'], ...s.conditions.map((c) => [c.type, c.status, c.reason, c.message])]);
+  return [head, '', machines, '', conditions].join('\n');
+}
+
+/** One document, or an array for `status` without a name. */
+export function render(docs: ControlPlaneStatusDocument | ControlPlaneStatusDocument[], format: OutputFormat): string {
+  if (format === 'json') return JSON.stringify(docs, null, 2);
+  if (format === 'yaml') return toYaml(docs);
+  const list = Array.isArray(docs) ? docs : [docs];
+  if (list.length === 0) return 'no control planes';
+  return list.map(table).join('\n\n');
+}
+
+/** Planner waits, one per line, for `status --explain`. */
+export function explain(doc: ControlPlaneStatusDocument): string {
+  if (doc.status.waits.length === 0) return doc.status.phase === 'Ready' ? `${doc.name} is converged: nothing to wait for.` : `${doc.name}: no waits reported.`;
+  return [`${doc.name} is waiting for:`, ...doc.status.waits.map((w) => `  - [${w.code}] ${w.message}`)].join('\n');
+}

@@ -1,0 +1,105 @@
+import type { ControlPlane } from '../api/control-plane.ts';
+import type { ControlPlaneRecord, MachineRecord, StoredCondition } from '../domain/machine.ts';
+import type { Condition, Decision, Observed } from '../planner/types.ts';
+import type { StateStore } from '../ports/state-store.ts';
+
+/** The `status -o json` contract (DESIGN.md "CLI contract"). Times are ISO-8601, member IDs decimal strings. */
+export interface ControlPlaneStatusDocument {
+  name: string;
+  spec: ControlPlane['spec'];
+  status: {
+    phase: string;
+    replicas: number;
+    readyReplicas: number;
+    voters: number;
+    learners: number;
+    leader: string | null;
+    endpoints: string[];
+    conditions: { type: string; status: string; reason: string; message: string; lastTransitionTime: string }[];
+    machines: {
+      name: string;
+      phase: string;
+      role: string | null;
+      memberId: string | null;
+      address: string | null;
+      clientURL: string | null;
+      peerURL: string | null;
+      version: string;
+      failureDomain: string | null;
+      createdAt: string;
+      phaseTimes: Record<string, string>;
+    }[];
+    waits: { code: string; message: string }[];
+    tls?: { caFile: string; certFile: string; keyFile: string };
+  };
+}
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** Keeps lastTransitionTime when a condition's status did not change; stores the result. */
+export function recordConditions(store: StateStore, cluster: string, conditions: Condition[], now: number): StoredCondition[] {
+  const cp = store.getControlPlane(cluster);
+  if (!cp) return [];
+  const previous = new Map((cp.conditions ?? []).map((c) => [c.type, c]));
+  const next = conditions.map((c) => {
+    const before = previous.get(c.type);
+    return { ...c, lastTransitionTime: before && before.status === c.status ? before.lastTransitionTime : now };
+  });
+  store.putControlPlane({ ...cp, conditions: next });
+  return next;
+}
+
+function phaseOfControlPlane(decision: Decision): string {
+  if (decision.converged) return 'Ready';
+  const isTrue = (type: string): boolean => decision.conditions.some((c) => c.type === type && c.status === 'True');
+  if (!isTrue('Available')) return decision.blocked ? 'Unavailable' : 'Initializing';
+  if (isTrue('Remediating')) return 'Remediating';
+  if (isTrue('RollingOut')) return 'RollingOut';
+  if (isTrue('ScalingDown')) return 'ScalingDown';
+  if (isTrue('ScalingUp')) return 'ScalingUp';
+  return 'Degraded';
+}
+
+function machineEntry(record: MachineRecord): ControlPlaneStatusDocument['status']['machines'][number] {
+  const phaseTimes: Record<string, string> = {};
+  for (const [phase, at] of Object.entries(record.phaseTimes)) phaseTimes[phase] = iso(at);
+  return {
+    name: record.name,
+    phase: record.phase,
+    role: record.role ?? null,
+    memberId: record.memberId ?? null,
+    address: record.address ?? null,
+    clientURL: record.clientURL ?? null,
+    peerURL: record.peerURL ?? null,
+    version: record.version,
+    failureDomain: record.failureDomain ?? null,
+    createdAt: iso(record.createdAt),
+    phaseTimes,
+  };
+}
+
+/** Builds the status document from records plus one observation and its decision. */
+export function buildStatus(cp: ControlPlaneRecord, machines: MachineRecord[], observed: Observed, decision: Decision, conditions: StoredCondition[]): ControlPlaneStatusDocument {
+  const members = observed.members.ok ? observed.members.list : [];
+  const voters = members.filter((m) => !m.isLearner);
+  const healthy = voters.filter((m) => m.status?.ok === true && m.status.status.errors.length === 0 && m.status.status.leaderId !== '0');
+  const leaderId = healthy[0]?.status?.ok === true ? healthy[0].status.status.leaderId : undefined;
+  const leaderMember = members.find((m) => m.id === leaderId);
+  const leaderMachine = machines.find((m) => leaderMember !== undefined && m.peerURL !== undefined && leaderMember.peerURLs.includes(m.peerURL));
+  return {
+    name: cp.name,
+    spec: cp.manifest.spec,
+    status: {
+      phase: phaseOfControlPlane(decision),
+      replicas: cp.manifest.spec.replicas,
+      readyReplicas: healthy.length,
+      voters: voters.length,
+      learners: members.length - voters.length,
+      leader: leaderMachine?.name ?? leaderMember?.name ?? null,
+      endpoints: voters.flatMap((m) => m.clientURLs.slice(0, 1)),
+      conditions: conditions.map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message, lastTransitionTime: iso(c.lastTransitionTime) })),
+      machines: [...machines].sort((a, b) => a.ordinal - b.ordinal).map(machineEntry),
+      waits: decision.waits.map((w) => ({ code: w.code, message: w.message })),
+    },
+  };
+}
