@@ -18,6 +18,11 @@ export interface ModelTimings {
   electionMs: number;
   /** Raft entries per second written by clients, so a stalled learner falls visibly behind. */
   writesPerSecond: number;
+  /**
+   * Round trip of one etcd or provider call (not measured; 0 keeps timelines exact). With a latency,
+   * a change lands halfway through its call, so calls can overlap and observations can go stale.
+   */
+  callLatency: DurationRange;
 }
 
 export const MEASURED_TIMINGS: ModelTimings = {
@@ -27,9 +32,11 @@ export const MEASURED_TIMINGS: ModelTimings = {
   peerHealthGateMs: 5000,
   electionMs: 1400,
   writesPerSecond: 20,
+  callLatency: { minMs: 0, maxMs: 0 },
 };
 
 interface ModelMachine {
+  /** The provider cluster (fastplane's cluster name) the machine belongs to. */
   cluster: string;
   name: string;
   address: string;
@@ -40,12 +47,14 @@ interface ModelMachine {
   version: string;
   startedAt?: number;
   deleteAt?: number;
-  /** The member whose data this machine's disk holds. */
+  /** The etcd cluster and member whose data this machine's disk holds (set once its member ran). */
+  dataClusterId?: string;
   dataMemberId?: string;
 }
 
 interface ModelMember {
   id: string;
+  /** The --name the member started with; published (visible in member lists) from publishedAt on. */
   name: string;
   peerURL: string;
   clientURL?: string;
@@ -53,10 +62,20 @@ interface ModelMember {
   /** When the leader's connection to it started (for the 5 s rule); undefined while not running. */
   connectedSince?: number;
   caughtUpAt: number;
+  publishedAt?: number;
   stalledAtIndex?: number;
 }
 
+/**
+ * One etcd cluster. Real etcd identifies a cluster by its bootstrap (token and initial members), not
+ * by the infrastructure it runs on: every `--initial-cluster-state new` start on an empty data dir
+ * creates a new one, and a member started with `existing` joins the cluster its listed peers belong to.
+ */
 interface ModelCluster {
+  id: string;
+  /** The provider cluster whose machine bootstrapped it. */
+  owner: string;
+  token: string;
   members: Map<string, ModelMember>;
   leaderId: string | undefined;
   /** No leader until this time (election in progress). */
@@ -65,30 +84,60 @@ interface ModelCluster {
   createdAt: number;
   maxLearners: number;
   alarms: EtcdAlarm[];
+  /** Peer URL -> when its member was removed (a re-add in the same second re-creates the removed ID). */
+  removedPeerURLs: Map<string, number>;
 }
 
-/** Unsafe changes the model saw applied: the oracle for invariants 2, 4 and 6. */
+/** Unsafe changes the model saw applied: the oracle for invariants 1, 3, 4, 5 and 6. */
 export interface ModelViolation {
   at: number;
   rule: string;
   detail: string;
 }
 
+/** The truth about one fastplane cluster, for invariant and convergence checks. */
+export interface ModelClusterSnapshot {
+  clusterId?: string;
+  leaderId?: string;
+  members: { id: string; peerURL: string; isLearner: boolean; running: boolean; stalled: boolean; machine?: string }[];
+  /** Machines not deleted yet (including ones being deleted). */
+  machines: { name: string; state: MachineInfra['state']; running: boolean; version: string; memberId?: string }[];
+}
+
 function fail(kind: EtcdErrorKind, message: string): never {
   throw new EtcdAdminError(kind, message);
 }
 
+const peerURLOf = (machine: ModelMachine): string => `http://${machine.address}:2380`;
+const clientURLOf = (machine: ModelMachine): string => `http://${machine.address}:2379`;
+
+/** `--initial-cluster` entries (`name=url,...`). */
+function parseInitialCluster(text: string): { name: string; url: string }[] {
+  return text
+    .split(',')
+    .filter((entry) => entry !== '')
+    .map((entry) => {
+      const eq = entry.indexOf('=');
+      return { name: entry.slice(0, eq), url: entry.slice(eq + 1) };
+    });
+}
+
 /**
  * An executable model of etcd membership and of machines, on the caller's clock, encoding the rules
- * measured on real etcd: one learner (or --max-learners), promote refused until caught up, the 5 s
- * connection rule, quorum loss when healthy voters < quorum, unstarted members, removed members exit,
- * uint64 member IDs as decimal strings.
+ * measured on real etcd (etcd-lab.md) and etcd's strict reconfiguration checks: one learner (or
+ * --max-learners), promote refused until caught up, the 5 s connection rule for adds and for removing
+ * a connected voter, quorum loss when running voters < quorum, unstarted members, removed members
+ * exit, uint64 member IDs as decimal strings. Like etcd, it guards itself; the `violations` list
+ * records changes that were applied although unsafe.
  */
 export class ModelWorld {
   readonly machines = new Map<string, ModelMachine>();
   readonly clusters = new Map<string, ModelCluster>();
   readonly violations: ModelViolation[] = [];
+  /** Clusters bootstrapped (`--initial-cluster-state new` on an empty data dir). */
   initCount = 0;
+  /** Membership changes (add, promote, remove, move leader) in flight now (invariant 3). */
+  private changesInFlight = 0;
 
   constructor(
     readonly clock: Clock,
@@ -99,30 +148,33 @@ export class ModelWorld {
 
   // ---- faults -------------------------------------------------------------------------------------
 
+  /** The member process crashes; its data stays, so a later start restarts the same member. */
   killMember(name: string): void {
     const machine = this.machineNamed(name);
-    if (machine) machine.running = false;
-    this.refreshConnections();
+    if (machine) this.halt(machine);
   }
 
+  /** The machine ends in Failed instead of Provisioned (no effect once provisioned). */
   failProvisioning(name: string): void {
     const machine = this.machineNamed(name);
     if (machine) machine.failProvisioning = true;
   }
 
+  /** Every later start of this machine's member does nothing (the process exits at once). */
   neverStart(name: string): void {
     const machine = this.machineNamed(name);
     if (machine) machine.neverStarts = true;
   }
 
+  /** A learner stops applying (slow disk, lossy link): it answers, but its applied index stays. */
   stallLearner(name: string): void {
     const machine = this.machineNamed(name);
     const found = machine ? this.memberOfMachine(machine) : undefined;
-    if (found?.member.isLearner) found.member.stalledAtIndex = Math.max(0, this.raftIndex(found.cluster) - 1);
+    if (found?.member.isLearner) found.member.stalledAtIndex = Math.max(0, this.raftIndex(found.state) - 1);
   }
 
-  raiseAlarm(clusterName: string, alarm: EtcdAlarm): void {
-    this.clusters.get(clusterName)?.alarms.push(alarm);
+  raiseAlarm(owner: string, alarm: EtcdAlarm): void {
+    this.currentCluster(owner)?.alarms.push(alarm);
   }
 
   machineNamed(name: string): ModelMachine | undefined {
@@ -159,16 +211,19 @@ export class ModelWorld {
     return this.infraOf(machine);
   }
 
+  private stateOf(machine: ModelMachine): MachineInfra['state'] {
+    if (machine.deleteAt !== undefined) return 'Deleting';
+    if (this.clock.now() < machine.readyAt) return 'Provisioning';
+    return machine.failProvisioning ? 'Failed' : 'Provisioned';
+  }
+
   private infraOf(machine: ModelMachine): MachineInfra {
-    const now = this.clock.now();
-    let state: MachineInfra['state'] = now >= machine.readyAt ? 'Provisioned' : 'Provisioning';
-    if (machine.failProvisioning && state === 'Provisioned') state = 'Failed';
-    if (machine.deleteAt !== undefined) state = 'Deleting';
+    const state = this.stateOf(machine);
     const infra: MachineInfra = {
       name: machine.name,
       address: machine.address,
-      clientURL: `http://${machine.address}:2379`,
-      peerURL: `http://${machine.address}:2380`,
+      clientURL: clientURLOf(machine),
+      peerURL: peerURLOf(machine),
       state,
       memberRunning: machine.running,
     };
@@ -177,11 +232,15 @@ export class ModelWorld {
     return infra;
   }
 
+  private isGone(machine: ModelMachine): boolean {
+    return machine.deleteAt !== undefined && this.clock.now() >= machine.deleteAt;
+  }
+
   describeMachine(cluster: string, name: string): MachineInfra | undefined {
     const key = `${cluster}/${name}`;
     const machine = this.machines.get(key);
     if (!machine) return undefined;
-    if (machine.deleteAt !== undefined && this.clock.now() >= machine.deleteAt) {
+    if (this.isGone(machine)) {
       this.machines.delete(key);
       return undefined;
     }
@@ -193,51 +252,86 @@ export class ModelWorld {
     if (!machine || machine.deleteAt !== undefined) return;
     const found = this.memberOfMachine(machine);
     if (found) this.violations.push({ at: this.clock.now(), rule: 'invariant-5', detail: `machine ${name} deleted while member ${found.member.id} exists` });
-    machine.running = false;
     machine.deleteAt = this.clock.now() + drawDuration(this.timings.deletion, this.random);
-    this.refreshConnections();
+    this.halt(machine);
   }
 
   stopMember(cluster: string, name: string): void {
     const machine = this.machines.get(`${cluster}/${name}`);
-    if (machine) machine.running = false;
+    if (machine) this.halt(machine);
+  }
+
+  /** The member process stops (crash, stop, machine deletion or removal from the cluster). */
+  private halt(machine: ModelMachine): void {
+    machine.running = false;
+    const found = this.memberOfMachine(machine);
+    // A member that stops before it published itself never appears with a name.
+    if (found && found.member.publishedAt !== undefined && found.member.publishedAt > this.clock.now()) delete found.member.publishedAt;
     this.refreshConnections();
   }
 
   startMember(cluster: string, name: string, launch: MemberLaunch): void {
     const machine = this.machines.get(`${cluster}/${name}`);
-    if (!machine || this.infraOf(machine).state !== 'Provisioned') throw new Error(`machine ${name} is not provisioned`);
+    if (!machine || this.stateOf(machine) !== 'Provisioned') throw new Error(`machine ${name} is not provisioned`);
     if (machine.running) return;
     const now = this.clock.now();
     machine.version = launch.version;
     machine.startedAt = now;
     if (machine.neverStarts) return;
-    const peerURL = `http://${machine.address}:2380`;
-    const state = this.clusters.get(cluster);
-    if (launch.initialClusterState === 'new' && (!state || state.members.size === 0) && machine.dataMemberId === undefined) {
-      this.initCluster(cluster, machine, launch, peerURL);
+    if (machine.dataClusterId !== undefined) {
+      this.restart(machine);
       return;
     }
-    const member = state ? [...state.members.values()].find((m) => m.peerURL === peerURL) : undefined;
-    if (!state || !member) return; // etcd exits: this peer URL was never added
-    const restart = machine.dataMemberId === member.id;
-    const listed = launch.initialCluster.split(',').filter(Boolean).length;
-    if (!restart && listed !== state.members.size) return; // etcd exits: "member count is unequal"
-    machine.running = true;
-    machine.dataMemberId = member.id;
-    member.name = launch.memberName;
-    member.clientURL = `http://${machine.address}:2379`;
-    member.connectedSince = now;
-    if (!restart) member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
-    this.refreshLeader(cluster, state);
+    const entries = parseInitialCluster(launch.initialCluster);
+    if (launch.initialClusterState === 'new') {
+      const self = peerURLOf(machine);
+      if (entries.length !== 1 || entries[0]?.url !== self) {
+        throw new Error(`model: only single-member bootstrap is modelled, got --initial-cluster ${launch.initialCluster}`);
+      }
+      this.bootstrap(machine, launch);
+      return;
+    }
+    this.join(machine, launch, entries);
   }
 
-  private initCluster(cluster: string, machine: ModelMachine, launch: MemberLaunch, peerURL: string): void {
+  /** A start on a data dir: the member comes back as itself, whatever the flags say. */
+  private restart(machine: ModelMachine): void {
+    const state = machine.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
+    const member = state && machine.dataMemberId !== undefined ? state.members.get(machine.dataMemberId) : undefined;
+    // Removed from the cluster: etcd starts, learns it was removed and exits.
+    if (!state || !member) return;
     const now = this.clock.now();
-    const id = this.newMemberId();
+    machine.running = true;
+    member.connectedSince = now;
+    // A learner stopped before it caught up starts over; one that never published publishes once it has.
+    if (member.isLearner && member.caughtUpAt > now) member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
+    member.publishedAt ??= Math.max(now, member.caughtUpAt);
+    this.refreshLeader(state);
+  }
+
+  private bootstrap(machine: ModelMachine, launch: MemberLaunch): void {
+    const now = this.clock.now();
+    const existing = [...this.clusters.values()].filter((c) => c.owner === machine.cluster && c.members.size > 0);
+    if (existing.length > 0) {
+      this.violations.push({ at: now, rule: 'invariant-1', detail: `machine ${machine.name} bootstrapped a new cluster while cluster ${existing.map((c) => c.id).join(',')} has members` });
+    }
     this.initCount++;
-    const member: ModelMember = { id, name: launch.memberName, peerURL, clientURL: `http://${machine.address}:2379`, isLearner: false, connectedSince: now, caughtUpAt: now };
-    this.clusters.set(cluster, {
+    const id = this.newMemberId();
+    const member: ModelMember = {
+      id,
+      name: launch.memberName,
+      peerURL: peerURLOf(machine),
+      clientURL: clientURLOf(machine),
+      isLearner: false,
+      connectedSince: now,
+      caughtUpAt: now,
+      publishedAt: now + this.timings.electionMs,
+    };
+    const clusterId = this.newMemberId();
+    this.clusters.set(clusterId, {
+      id: clusterId,
+      owner: machine.cluster,
+      token: launch.clusterToken,
       members: new Map([[id, member]]),
       leaderId: id,
       electionUntil: now + this.timings.electionMs,
@@ -245,9 +339,47 @@ export class ModelWorld {
       createdAt: now,
       maxLearners: launch.maxLearners,
       alarms: [],
+      removedPeerURLs: new Map(),
     });
     machine.running = true;
+    machine.dataClusterId = clusterId;
     machine.dataMemberId = id;
+  }
+
+  /**
+   * `--initial-cluster-state existing`: etcd fetches the membership from the listed peers and exits
+   * unless its own peer URL was added and the listed peer URLs match the members exactly ("member
+   * count is unequal"). Fetching the list needs a running peer, not quorum.
+   */
+  private join(machine: ModelMachine, launch: MemberLaunch, entries: { name: string; url: string }[]): void {
+    const self = peerURLOf(machine);
+    const state = this.clusterReachableVia(entries.map((e) => e.url).filter((url) => url !== self));
+    if (!state) return; // etcd exits: cannot fetch the cluster from any listed peer
+    const member = [...state.members.values()].find((m) => m.peerURL === self);
+    if (!member) return; // etcd exits: this peer URL was never added
+    const listed = new Set(entries.map((e) => e.url));
+    const actual = new Set([...state.members.values()].map((m) => m.peerURL));
+    if (listed.size !== actual.size || [...actual].some((url) => !listed.has(url))) return; // "member count is unequal"
+    const now = this.clock.now();
+    machine.running = true;
+    machine.dataClusterId = state.id;
+    machine.dataMemberId = member.id;
+    member.name = launch.memberName;
+    member.clientURL = clientURLOf(machine);
+    member.connectedSince = now;
+    member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
+    member.publishedAt = member.caughtUpAt;
+    this.refreshLeader(state);
+  }
+
+  /** The cluster a running member at one of these peer URLs belongs to. */
+  private clusterReachableVia(peerURLs: readonly string[]): ModelCluster | undefined {
+    for (const url of peerURLs) {
+      const machine = [...this.machines.values()].find((m) => peerURLOf(m) === url && m.running && !this.isGone(m));
+      const state = machine?.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
+      if (state && machine?.dataMemberId !== undefined && state.members.has(machine.dataMemberId)) return state;
+    }
+    return undefined;
   }
 
   private newMemberId(): string {
@@ -258,72 +390,84 @@ export class ModelWorld {
 
   // ---- etcd ---------------------------------------------------------------------------------------
 
-  private memberOfMachine(machine: ModelMachine): { cluster: string; member: ModelMember } | undefined {
-    const state = this.clusters.get(machine.cluster);
-    const peerURL = `http://${machine.address}:2380`;
-    const member = state ? [...state.members.values()].find((m) => m.peerURL === peerURL) : undefined;
-    return member ? { cluster: machine.cluster, member } : undefined;
+  /** The newest cluster bootstrapped by this provider cluster's machines. */
+  private currentCluster(owner: string): ModelCluster | undefined {
+    let latest: ModelCluster | undefined;
+    for (const state of this.clusters.values()) if (state.owner === owner && (!latest || state.createdAt >= latest.createdAt)) latest = state;
+    return latest;
   }
 
-  private machineOfMember(cluster: string, member: ModelMember): ModelMachine | undefined {
-    return [...this.machines.values()].find((m) => m.cluster === cluster && `http://${m.address}:2380` === member.peerURL);
+  private memberOfMachine(machine: ModelMachine): { state: ModelCluster; member: ModelMember } | undefined {
+    const url = peerURLOf(machine);
+    for (const state of this.clusters.values()) {
+      if (state.owner !== machine.cluster) continue;
+      const member = [...state.members.values()].find((m) => m.peerURL === url);
+      if (member) return { state, member };
+    }
+    return undefined;
   }
 
-  private isRunning(cluster: string, member: ModelMember): boolean {
-    const machine = this.machineOfMember(cluster, member);
-    return machine?.running === true && machine.dataMemberId === member.id;
+  private machineOfMember(state: ModelCluster, member: ModelMember): ModelMachine | undefined {
+    return [...this.machines.values()].find((m) => m.cluster === state.owner && peerURLOf(m) === member.peerURL && !this.isGone(m));
   }
 
-  private raftIndex(cluster: string): number {
-    const state = this.clusters.get(cluster);
-    if (!state) return 0;
+  private isRunning(state: ModelCluster, member: ModelMember): boolean {
+    const machine = this.machineOfMember(state, member);
+    return machine?.running === true && machine.dataClusterId === state.id && machine.dataMemberId === member.id;
+  }
+
+  private raftIndex(state: ModelCluster): number {
     return state.baseIndex + Math.floor(((this.clock.now() - state.createdAt) / 1000) * this.timings.writesPerSecond);
   }
 
-  private runningVoters(cluster: string, state: ModelCluster): ModelMember[] {
-    return [...state.members.values()].filter((m) => !m.isLearner && this.isRunning(cluster, m));
+  private voters(state: ModelCluster): ModelMember[] {
+    return [...state.members.values()].filter((m) => !m.isLearner);
   }
 
-  private hasQuorum(cluster: string, state: ModelCluster): boolean {
-    const voters = [...state.members.values()].filter((m) => !m.isLearner).length;
-    return this.runningVoters(cluster, state).length >= quorum(voters);
+  private runningVoters(state: ModelCluster): ModelMember[] {
+    return this.voters(state).filter((m) => this.isRunning(state, m));
+  }
+
+  private hasQuorum(state: ModelCluster): boolean {
+    return this.runningVoters(state).length >= quorum(this.voters(state).length);
   }
 
   private refreshConnections(): void {
-    for (const [cluster, state] of this.clusters) {
-      for (const member of state.members.values()) if (!this.isRunning(cluster, member)) delete member.connectedSince;
-      this.refreshLeader(cluster, state);
+    for (const state of this.clusters.values()) {
+      for (const member of state.members.values()) if (!this.isRunning(state, member)) delete member.connectedSince;
+      this.refreshLeader(state);
     }
   }
 
-  private refreshLeader(cluster: string, state: ModelCluster): void {
+  private refreshLeader(state: ModelCluster): void {
     const leader = state.leaderId === undefined ? undefined : state.members.get(state.leaderId);
-    if (leader && !leader.isLearner && this.isRunning(cluster, leader) && this.hasQuorum(cluster, state)) return;
+    if (leader && !leader.isLearner && this.isRunning(state, leader) && this.hasQuorum(state)) return;
     const wasLed = state.leaderId !== undefined;
     state.leaderId = undefined;
-    if (!this.hasQuorum(cluster, state)) return;
-    const next = this.runningVoters(cluster, state).sort((a, b) => (a.id < b.id ? -1 : 1))[0];
+    if (!this.hasQuorum(state)) return;
+    const next = this.runningVoters(state).sort((a, b) => (a.id < b.id ? -1 : 1))[0];
     if (!next) return;
     state.leaderId = next.id;
     if (wasLed || leader) state.electionUntil = this.clock.now() + this.timings.electionMs;
   }
 
-  private currentLeader(cluster: string, state: ModelCluster): string | undefined {
-    this.refreshLeader(cluster, state);
+  private currentLeader(state: ModelCluster): string | undefined {
+    this.refreshLeader(state);
     return this.clock.now() >= state.electionUntil ? state.leaderId : undefined;
   }
 
   /** The cluster and member an endpoint reaches, or the error a client would get. */
-  private endpoint(url: string): { cluster: string; state: ModelCluster; member: ModelMember } {
-    const machine = [...this.machines.values()].find((m) => `http://${m.address}:2379` === url);
+  private endpoint(url: string): { state: ModelCluster; member: ModelMember } {
+    const machine = [...this.machines.values()].find((m) => clientURLOf(m) === url && !this.isGone(m));
     if (!machine?.running) fail('Unreachable', `connect ECONNREFUSED ${url}`);
-    const found = this.memberOfMachine(machine);
-    const state = this.clusters.get(machine.cluster);
-    if (!found || !state) fail('Unreachable', `connect ECONNREFUSED ${url}`);
-    return { cluster: found.cluster, state, member: found.member };
+    const state = machine.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
+    const member = state && machine.dataMemberId !== undefined ? state.members.get(machine.dataMemberId) : undefined;
+    if (!state || !member) fail('Unreachable', `connect ECONNREFUSED ${url}`);
+    return { state, member };
   }
 
-  private voterEndpoint(endpoints: readonly string[]): { cluster: string; state: ModelCluster; member: ModelMember } {
+  /** The first endpoint that answers; learners refuse every cluster and maintenance call but status. */
+  private voterEndpoint(endpoints: readonly string[]): { state: ModelCluster; member: ModelMember } {
     let lastError: unknown = new EtcdAdminError('Unreachable', 'no endpoints given');
     for (const url of endpoints) {
       try {
@@ -337,100 +481,144 @@ export class ModelWorld {
     throw lastError;
   }
 
-  private requireQuorum(cluster: string, state: ModelCluster): void {
-    if (!this.hasQuorum(cluster, state) || this.currentLeader(cluster, state) === undefined) fail('Timeout', 'context deadline exceeded');
+  private requireQuorum(state: ModelCluster): void {
+    if (!this.hasQuorum(state) || this.currentLeader(state) === undefined) fail('Timeout', 'context deadline exceeded');
   }
 
-  private toMember(m: ModelMember, cluster: string): EtcdMember {
-    const published = this.isRunning(cluster, m) && (!m.isLearner || this.clock.now() >= m.caughtUpAt);
-    const everStarted = m.name !== '' && (published || !m.isLearner);
-    return { id: m.id, name: everStarted ? m.name : '', peerURLs: [m.peerURL], clientURLs: everStarted && m.clientURL ? [m.clientURL] : [], isLearner: m.isLearner };
+  private isPublished(member: ModelMember): boolean {
+    return member.publishedAt !== undefined && this.clock.now() >= member.publishedAt;
+  }
+
+  private toMember(m: ModelMember): EtcdMember {
+    const published = this.isPublished(m);
+    return { id: m.id, name: published ? m.name : '', peerURLs: [m.peerURL], clientURLs: published && m.clientURL ? [m.clientURL] : [], isLearner: m.isLearner };
   }
 
   memberList(endpoints: readonly string[], linearizable = true): EtcdMember[] {
-    const { cluster, state } = this.voterEndpoint(endpoints);
-    if (linearizable) this.requireQuorum(cluster, state);
-    return [...state.members.values()].map((m) => this.toMember(m, cluster));
+    const { state } = this.voterEndpoint(endpoints);
+    if (linearizable) this.requireQuorum(state);
+    return [...state.members.values()].map((m) => this.toMember(m));
   }
 
-  /** The 5 s rule: the leader must have been connected to every voter for peerHealthGateMs. */
-  private requireConnectedVoters(cluster: string, state: ModelCluster): void {
-    const now = this.clock.now();
-    for (const m of state.members.values()) {
-      // The leader checks its connections to the other voters, not to itself.
-      if (m.isLearner || m.id === state.leaderId) continue;
-      if (m.connectedSince === undefined || now - m.connectedSince < this.timings.peerHealthGateMs) fail('UnhealthyCluster', 'etcdserver: unhealthy cluster');
+  private connectedFor(member: ModelMember, ms: number): boolean {
+    return member.connectedSince !== undefined && this.clock.now() - member.connectedSince >= ms;
+  }
+
+  /** etcd's mayAddMember: connected to every voter for the health interval (5 s), else "unhealthy cluster". */
+  private requireConnectedVoters(state: ModelCluster, self: ModelMember): void {
+    for (const m of this.voters(state)) {
+      if (m.id === self.id || m.id === state.leaderId) continue;
+      if (!this.connectedFor(m, this.timings.peerHealthGateMs)) fail('UnhealthyCluster', 'etcdserver: unhealthy cluster');
     }
   }
 
+  /** Brackets a membership change, so overlapping changes show up as a violation of invariant 3. */
+  beginChange(what: string): void {
+    this.changesInFlight++;
+    if (this.changesInFlight > 1) {
+      this.violations.push({ at: this.clock.now(), rule: 'invariant-3', detail: `${what} started while ${String(this.changesInFlight - 1)} other membership change(s) were in flight` });
+    }
+  }
+
+  endChange(): void {
+    this.changesInFlight = Math.max(0, this.changesInFlight - 1);
+  }
+
   addLearner(endpoints: readonly string[], peerURL: string): { member: EtcdMember; members: EtcdMember[] } {
-    const { cluster, state } = this.voterEndpoint(endpoints);
-    this.requireQuorum(cluster, state);
-    this.requireConnectedVoters(cluster, state);
+    const { state, member: via } = this.voterEndpoint(endpoints);
+    this.requireConnectedVoters(state, via);
+    this.requireQuorum(state);
+    const removedAt = state.removedPeerURLs.get(peerURL);
+    // The new ID derives from peer URLs and the Unix second: within the removal's second it is the removed ID.
+    if (removedAt !== undefined && Math.floor(removedAt / 1000) === Math.floor(this.clock.now() / 1000)) fail('MemberNotFound', 'etcdserver: member not found');
     if ([...state.members.values()].some((m) => m.peerURL === peerURL)) fail('PeerURLExists', 'etcdserver: Peer URLs already exists');
     const learners = [...state.members.values()].filter((m) => m.isLearner).length;
     if (learners + 1 > state.maxLearners) fail('TooManyLearners', 'etcdserver: too many learner members in cluster');
     const member: ModelMember = { id: this.newMemberId(), name: '', peerURL, isLearner: true, caughtUpAt: Number.POSITIVE_INFINITY };
     state.members.set(member.id, member);
     state.baseIndex++;
-    return { member: this.toMember(member, cluster), members: [...state.members.values()].map((m) => this.toMember(m, cluster)) };
+    return { member: this.toMember(member), members: [...state.members.values()].map((m) => this.toMember(m)) };
   }
 
   promoteLearner(endpoints: readonly string[], memberId: string): void {
-    const { cluster, state } = this.voterEndpoint(endpoints);
-    this.requireQuorum(cluster, state);
+    const { state } = this.voterEndpoint(endpoints);
+    this.requireQuorum(state);
     const member = state.members.get(memberId);
     if (!member) fail('MemberNotFound', 'etcdserver: member not found');
     const now = this.clock.now();
-    const ready = member.isLearner ? this.isRunning(cluster, member) && now >= member.caughtUpAt && member.stalledAtIndex === undefined : true;
+    // isLearnerReady (the leader compares the learner's Match with its own); a voter passes it.
+    const ready = member.isLearner ? this.isRunning(state, member) && now >= member.caughtUpAt && member.stalledAtIndex === undefined : true;
     if (!ready) fail('NotInSync', 'etcdserver: can only promote a learner member which is in sync with leader');
+    // IsReadyToPromoteMember: started voters, counting the learner, must make a quorum of the new set.
+    const voters = this.voters(state);
+    if (voters.filter((m) => m.publishedAt !== undefined).length + 1 < quorum(voters.length + 1)) {
+      fail('NotEnoughStartedMembers', 'etcdserver: re-configuration failed due to not enough started members');
+    }
     if (!member.isLearner) fail('NotALearner', 'etcdserver: can only promote a learner member');
-    const voters = [...state.members.values()].filter((m) => !m.isLearner).length + 1;
-    const healthy = this.runningVoters(cluster, state).length + 1;
-    if (healthy < quorum(voters)) this.violations.push({ at: now, rule: 'invariant-4', detail: `promote of ${memberId} leaves ${String(healthy)}/${String(voters)} healthy` });
+    const healthy = this.runningVoters(state).length + 1;
+    if (healthy < quorum(voters.length + 1)) this.violations.push({ at: now, rule: 'invariant-4', detail: `promote of ${memberId} leaves ${String(healthy)}/${String(voters.length + 1)} healthy` });
     member.isLearner = false;
     state.baseIndex++;
   }
 
+  /**
+   * etcd's mayRemoveMember: a learner goes at once; a voter only if the remaining started voters make a
+   * quorum, and, unless it is down, if the members connected for 5 s minus it still make a quorum of
+   * the smaller cluster. Then the removal is a raft proposal and needs quorum.
+   */
   removeMember(endpoints: readonly string[], memberId: string): void {
-    const { cluster, state, member: via } = this.voterEndpoint(endpoints);
-    this.requireQuorum(cluster, state);
+    const { state, member: via } = this.voterEndpoint(endpoints);
     const member = state.members.get(memberId);
+    if (member && !member.isLearner) {
+      const rest = this.voters(state).filter((m) => m.id !== memberId);
+      if (rest.filter((m) => m.publishedAt !== undefined).length < quorum(rest.length)) {
+        fail('NotEnoughStartedMembers', 'etcdserver: re-configuration failed due to not enough started members');
+      }
+      const down = member.connectedSince === undefined && member.id !== via.id;
+      if (!down) {
+        const active = this.voters(state).filter((m) => m.id === via.id || this.connectedFor(m, this.timings.peerHealthGateMs)).length;
+        if (active - 1 < quorum(rest.length)) fail('UnhealthyCluster', 'etcdserver: unhealthy cluster');
+      }
+    }
+    this.requireQuorum(state);
     if (!member) fail('MemberNotFound', 'etcdserver: member not found');
-    if (!member.isLearner) this.requireConnectedVoters(cluster, state);
-    const voters = [...state.members.values()].filter((m) => !m.isLearner);
+    const now = this.clock.now();
     if (!member.isLearner) {
-      const healthyAfter = this.runningVoters(cluster, state).filter((m) => m.id !== memberId).length;
-      if (voters.length - 1 < 1) this.violations.push({ at: this.clock.now(), rule: 'invariant-6', detail: `removed the last voter ${memberId}` });
-      else if (healthyAfter < quorum(voters.length - 1)) this.violations.push({ at: this.clock.now(), rule: 'invariant-4', detail: `removal of ${memberId} leaves ${String(healthyAfter)}/${String(voters.length - 1)} healthy` });
+      const voters = this.voters(state);
+      const healthyAfter = this.runningVoters(state).filter((m) => m.id !== memberId).length;
+      if (voters.length - 1 < 1) this.violations.push({ at: now, rule: 'invariant-6', detail: `removed the last voter ${memberId}` });
+      else if (healthyAfter < quorum(voters.length - 1)) this.violations.push({ at: now, rule: 'invariant-4', detail: `removal of ${memberId} leaves ${String(healthyAfter)}/${String(voters.length - 1)} healthy` });
     }
     state.members.delete(memberId);
+    state.removedPeerURLs.set(member.peerURL, now);
     state.baseIndex++;
     // A removed member's process exits by itself.
-    const machine = this.machineOfMember(cluster, member);
-    if (machine?.dataMemberId === memberId) machine.running = false;
-    this.refreshLeader(cluster, state);
+    const machine = this.machineOfMember(state, member);
+    if (machine?.dataMemberId === memberId) this.halt(machine);
+    this.refreshLeader(state);
     if (via.id === memberId) fail('ServerStopped', 'etcdserver: server stopped');
   }
 
   moveLeader(leaderEndpoint: string, targetId: string): void {
-    const { cluster, state, member } = this.endpoint(leaderEndpoint);
+    const { state, member } = this.endpoint(leaderEndpoint);
     if (member.isLearner) fail('LearnerRpc', 'etcdserver: rpc not supported for learner');
-    if (this.currentLeader(cluster, state) !== member.id) fail('NotLeader', 'etcdserver: not leader');
+    if (this.currentLeader(state) !== member.id) fail('NotLeader', 'etcdserver: not leader');
     const target = state.members.get(targetId);
-    if (!target || target.isLearner || !this.isRunning(cluster, target)) fail('BadLeaderTransferee', 'etcdserver: bad leader transferee');
+    if (!target || target.isLearner) fail('BadLeaderTransferee', 'etcdserver: bad leader transferee');
+    // Raft cannot hand leadership to a member that does not answer; etcd gives up after a timeout.
+    if (!this.isRunning(state, target)) fail('Timeout', 'etcdserver: request timed out, leader transfer took too long');
     state.leaderId = targetId;
   }
 
   status(endpoint: string): EtcdMemberStatus {
-    const { cluster, state, member } = this.endpoint(endpoint);
-    const version = this.machineOfMember(cluster, member)?.version ?? '';
+    const { state, member } = this.endpoint(endpoint);
+    const version = this.machineOfMember(state, member)?.version ?? '';
     const now = this.clock.now();
     // A catching-up learner's client port answers nothing until it has applied the backlog.
     if (member.isLearner && now < member.caughtUpAt && member.stalledAtIndex === undefined) fail('Timeout', 'context deadline exceeded');
-    const index = this.raftIndex(cluster);
+    const index = this.raftIndex(state);
     const applied = member.stalledAtIndex ?? index;
-    const leader = this.hasQuorum(cluster, state) ? this.currentLeader(cluster, state) : undefined;
+    const leader = this.hasQuorum(state) ? this.currentLeader(state) : undefined;
     return {
       memberId: member.id,
       leaderId: leader ?? '0',
@@ -444,24 +632,70 @@ export class ModelWorld {
     };
   }
 
+  /** Alarm GET is a raft request in etcd: it needs quorum like any write. */
   alarms(endpoints: readonly string[]): EtcdAlarm[] {
     const { state } = this.voterEndpoint(endpoints);
+    this.requireQuorum(state);
     return [...state.alarms];
   }
 
-  /** Learners currently in a cluster (for invariant checks). */
-  learnerCount(cluster: string): number {
-    const state = this.clusters.get(cluster);
+  // ---- truth for invariant checks ------------------------------------------------------------------
+
+  /** Learners in the provider cluster's current etcd cluster. */
+  learnerCount(owner: string): number {
+    const state = this.currentCluster(owner);
     return state ? [...state.members.values()].filter((m) => m.isLearner).length : 0;
   }
 
-  voterCount(cluster: string): number {
-    const state = this.clusters.get(cluster);
-    return state ? [...state.members.values()].filter((m) => !m.isLearner).length : 0;
+  voterCount(owner: string): number {
+    const state = this.currentCluster(owner);
+    return state ? this.voters(state).length : 0;
   }
 
-  healthyVoterCount(cluster: string): number {
-    const state = this.clusters.get(cluster);
-    return state ? this.runningVoters(cluster, state).length : 0;
+  /** Voters whose process runs (a running voter counts toward quorum). */
+  healthyVoterCount(owner: string): number {
+    const state = this.currentCluster(owner);
+    return state ? this.runningVoters(state).length : 0;
+  }
+
+  /** Whether the current cluster has a quorum of running voters and an elected leader. */
+  hasLeader(owner: string): boolean {
+    const state = this.currentCluster(owner);
+    return state !== undefined && this.currentLeader(state) !== undefined;
+  }
+
+  /** Members and machines of a provider cluster as they really are. */
+  snapshot(owner: string): ModelClusterSnapshot {
+    const state = this.currentCluster(owner);
+    const snapshot: ModelClusterSnapshot = { members: [], machines: [] };
+    if (state) {
+      snapshot.clusterId = state.id;
+      const leader = this.currentLeader(state);
+      if (leader !== undefined) snapshot.leaderId = leader;
+      for (const member of state.members.values()) {
+        const machine = this.machineOfMember(state, member);
+        snapshot.members.push({
+          id: member.id,
+          peerURL: member.peerURL,
+          isLearner: member.isLearner,
+          running: this.isRunning(state, member),
+          stalled: member.stalledAtIndex !== undefined,
+          ...(machine ? { machine: machine.name } : {}),
+        });
+      }
+    }
+    for (const machine of this.machines.values()) {
+      if (machine.cluster !== owner || this.isGone(machine)) continue;
+      const found = this.memberOfMachine(machine);
+      snapshot.machines.push({
+        name: machine.name,
+        state: this.stateOf(machine),
+        running: machine.running,
+        version: machine.version,
+        ...(found ? { memberId: found.member.id } : {}),
+      });
+    }
+    snapshot.machines.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return snapshot;
   }
 }

@@ -14,6 +14,30 @@ export interface SimulationOptions {
   timings?: Partial<ModelTimings>;
   /** Whether a failpoint crashes the controller (called at every failpoint). */
   crashAt?: (name: FailpointName) => boolean;
+  /** Virtual time from a crash to the restarted controller's first pass (default 1 s). */
+  restartDelayMs?: number;
+  /** Safety gate grace before a run ends as Blocked (default 60 s). */
+  blockedGraceMs?: number;
+}
+
+/**
+ * Wraps a port so that every call made by a crashed controller incarnation throws: a crash stops the
+ * process, so its in-flight chains (say, a machine creation running alongside the membership action
+ * that hit the failpoint) get no further side effects. Calls already sent still land, as on real
+ * infrastructure.
+ */
+function guarded<T extends object>(target: T, alive: () => boolean): T {
+  return new Proxy(target, {
+    get(object, key) {
+      const value: unknown = Reflect.get(object, key);
+      if (typeof value !== 'function') return value;
+      const method = value as (...args: unknown[]) => unknown;
+      return (...args: unknown[]): unknown => {
+        if (!alive()) throw new FailpointCrash('the controller process is gone');
+        return method.apply(object, args);
+      };
+    },
+  });
 }
 
 /** A complete simulated world: model etcd and machines, a memory store and a virtual clock. */
@@ -22,7 +46,15 @@ export class Simulation {
   readonly random: () => number;
   readonly world: ModelWorld;
   readonly store = new MemoryStateStore({ isHolderAlive: () => false });
+  /** The ports as the first controller incarnation sees them. */
   readonly deps: ExecutorDeps;
+  readonly cluster: string;
+  /** Controller crashes so far (failpoints that fired). */
+  crashes = 0;
+  private incarnation = 0;
+  private readonly crashAt: ((name: FailpointName) => boolean) | undefined;
+  private readonly restartDelayMs: number;
+  private readonly blockedGraceMs: number;
 
   constructor(
     readonly manifest: ControlPlane,
@@ -30,36 +62,56 @@ export class Simulation {
   ) {
     this.random = seededRandom(options.seed);
     this.world = new ModelWorld(this.clock, this.random, { ...MEASURED_TIMINGS, ...options.timings });
-    const crashAt = options.crashAt;
-    this.deps = {
-      cluster: manifest.metadata.name,
-      etcd: new ModelEtcdAdmin(this.world),
-      provider: new ModelProvider(this.world),
-      store: this.store,
-      clock: this.clock,
-      failpoint: (name) => {
-        if (crashAt?.(name)) throw new FailpointCrash(name);
-      },
-    };
+    this.cluster = manifest.metadata.name;
+    this.crashAt = options.crashAt;
+    this.restartDelayMs = options.restartDelayMs ?? 1000;
+    this.blockedGraceMs = options.blockedGraceMs ?? 60_000;
+    this.deps = this.depsFor(this.incarnation);
     applyControlPlane(this.store, manifest, this.clock.now());
   }
 
+  /** Ports for one controller incarnation: they stop working once that incarnation has crashed. */
+  private depsFor(incarnation: number): ExecutorDeps {
+    const alive = (): boolean => this.incarnation === incarnation;
+    return {
+      cluster: this.cluster,
+      etcd: guarded(new ModelEtcdAdmin(this.world), alive),
+      provider: guarded(new ModelProvider(this.world), alive),
+      store: guarded(this.store, alive),
+      clock: this.clock,
+      failpoint: (name) => {
+        if (!alive()) throw new FailpointCrash('the controller process is gone');
+        if (this.crashAt?.(name)) {
+          this.incarnation++;
+          throw new FailpointCrash(name);
+        }
+      },
+    };
+  }
+
+  /** Stores a new desired state, as `fastplane up -f` or `scale` would. */
   apply(manifest: ControlPlane): void {
     applyControlPlane(this.store, manifest, this.clock.now());
   }
 
-  /** Runs the controller until settled; a simulated crash restarts it from the stored records only. */
+  /**
+   * Runs the controller until settled; a simulated crash restarts it, after restartDelayMs, with
+   * nothing but the stored records (its in-memory state, such as the last refused attempt, is gone).
+   */
   async run(timeoutMs: number, onPass?: RunOptions['onPass']): Promise<RunResult & { crashes: number }> {
     const deadline = this.clock.now() + timeoutMs;
     let crashes = 0;
     for (;;) {
+      const deps = this.depsFor(this.incarnation);
       try {
-        const options: RunOptions = { deadline, withoutLease: true, blockedGraceMs: 60_000 };
+        const options: RunOptions = { deadline, withoutLease: true, blockedGraceMs: this.blockedGraceMs };
         if (onPass) options.onPass = onPass;
-        return { ...(await runUntilSettled(this.deps, options)), crashes };
+        return { ...(await runUntilSettled(deps, options)), crashes };
       } catch (error) {
         if (!(error instanceof FailpointCrash)) throw error;
         crashes++;
+        this.crashes++;
+        await this.clock.sleep(this.restartDelayMs);
       }
     }
   }

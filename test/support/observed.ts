@@ -124,7 +124,9 @@ export function machine(name: string, opts: MachineOptions = {}): ObservedMachin
     phaseTimes,
   };
   if (opts.failureDomain !== undefined) record.failureDomain = opts.failureDomain;
-  if (infraState !== 'none' && infraState !== 'Provisioning') {
+  // The reconciler records the addresses once the provider reports them; a machine that reached
+  // Provisioned keeps them even after its infrastructure disappears.
+  if ((infraState !== 'none' && infraState !== 'Provisioning') || isMemberPhase || phase === 'Provisioned' || phase === 'Deleting') {
     record.address = addressOf(name);
     record.clientURL = clientURLOf(name);
     record.peerURL = peerURLOf(name);

@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { openKvClient } from '../../src/adapters/etcd3-admin.ts';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { CliEnv, membershipChanges, pidsUnder } from '../support/cli.ts';
+import { askEtcd } from '../support/etcd-direct.ts';
+
+const envs: CliEnv[] = [];
+function newEnv(prefix: string): CliEnv {
+  const env = new CliEnv(prefix);
+  envs.push(env);
+  return env;
+}
+after(() => {
+  for (const env of envs) env.cleanup();
+});
+
+function statusOf(stdout: string): ControlPlaneStatusDocument {
+  return JSON.parse(stdout) as ControlPlaneStatusDocument;
+}
+
+/** Replays the recorded membership changes: no two overlap in time, never two learners at once. */
+function assertSerializedMembership(env: CliEnv, cluster: string): void {
+  const changes = membershipChanges(env.events(cluster));
+  assert.ok(changes.length > 0, 'membership changes were recorded');
+  let learners = 0;
+  for (let i = 0; i < changes.length; i++) {
+    const change = changes[i]!;
+    const next = changes[i + 1];
+    if (next) assert.ok((change.endedAt ?? change.at) <= next.at, `${change.message} overlaps ${next.message}`);
+    if (change.action === 'AddLearner') learners++;
+    if (change.action === 'PromoteLearner') learners--;
+    assert.ok(learners <= 1, `two learners at once after ${change.message}`);
+  }
+}
+
+describe('fastplane up on real etcd', { timeout: 240_000 }, () => {
+  test('converges to 5 healthy voters (asked of etcd itself), keeps data written before the scale-up, and never overlaps membership changes', async () => {
+    const env = newEnv('127.62');
+    const first = await env.run(['up', '--name', 't', '--replicas', '3', '--provisioning-delay', '3s', '--timeout', '90s', '-o', 'json']);
+    assert.equal(first.code, 0, first.stderr);
+    const before = statusOf(first.stdout);
+    assert.equal(before.status.voters, 3);
+
+    const kv = openKvClient(before.status.endpoints);
+    try {
+      for (let i = 0; i < 20; i++) await kv.put(`/before/${String(i)}`).value(`v${String(i)}`);
+    } finally {
+      kv.close();
+    }
+
+    const second = await env.run(['up', '--name', 't', '--replicas', '5', '--provisioning-delay', '3s', '--timeout', '90s', '-o', 'json']);
+    assert.equal(second.code, 0, second.stderr);
+    const after5 = statusOf(second.stdout);
+    assert.equal(after5.status.machines.length, 5);
+
+    const { members, statuses } = await askEtcd(after5.status.endpoints);
+    assert.equal(members.length, 5, 'etcd lists 5 members');
+    assert.equal(members.filter((m) => m.isLearner).length, 0, 'no learners left');
+    assert.equal(statuses.length, 5, 'every member answers its own status');
+    const leaders = new Set(statuses.map((s) => s.leaderId));
+    assert.equal(leaders.size, 1, 'all members agree on the leader');
+    assert.notEqual([...leaders][0], '0');
+    for (const s of statuses) assert.deepEqual(s.errors, []);
+    for (const m of members) assert.match(m.id, /^\d+$/, 'member IDs are decimal strings');
+
+    // Every member, including the two that joined later, serves the keys written before.
+    for (const endpoint of after5.status.endpoints) {
+      const reader = openKvClient([endpoint]);
+      try {
+        const keys = await reader.getAll().prefix('/before/').strings();
+        assert.equal(Object.keys(keys).length, 20, `all keys readable through ${endpoint}`);
+        assert.equal(keys['/before/7'], 'v7');
+      } finally {
+        reader.close();
+      }
+    }
+    assertSerializedMembership(env, 't');
+  });
+
+  test('parallel 0→5 with 3 s provisioning is faster than serial', async () => {
+    const times: Record<string, number> = {};
+    for (const [strategy, prefix] of [['parallel', '127.63'], ['serial', '127.64']] as const) {
+      const env = newEnv(prefix);
+      const run = await env.run(['up', '--name', strategy, '--replicas', '5', '--strategy', strategy, '--provisioning-delay', '3s', '--timeout', '120s', '-o', 'json']);
+      assert.equal(run.code, 0, run.stderr);
+      assert.equal(statusOf(run.stdout).status.voters, 5);
+      times[strategy] = run.ms / 1000;
+      assertSerializedMembership(env, strategy);
+      const down = await env.run(['down', strategy]);
+      assert.equal(down.code, 0, down.stderr);
+    }
+    console.log(`0→5, 3 s provisioning: parallel ${String(times.parallel)} s, serial ${String(times.serial)} s`);
+    assert.ok(times.parallel! < times.serial!, `parallel (${String(times.parallel)} s) should beat serial (${String(times.serial)} s)`);
+  });
+
+  test('down leaves no etcd process of the cluster and no data dir', async () => {
+    const env = newEnv('127.65');
+    const up = await env.run(['up', '--name', 'gone', '--replicas', '3', '--timeout', '60s']);
+    assert.equal(up.code, 0, up.stderr);
+    assert.equal(pidsUnder(join(env.stateDir, 'clusters', 'gone')).length, 3, 'three member processes ran');
+    const down = await env.run(['down', 'gone']);
+    assert.equal(down.code, 0, down.stderr);
+    assert.deepEqual(pidsUnder(join(env.stateDir, 'clusters', 'gone')), []);
+    assert.equal(existsSync(join(env.stateDir, 'clusters', 'gone')), false);
+    const status = await env.run(['status', 'gone']);
+    assert.equal(status.code, 2, 'the control plane is gone from the records too');
+  });
+
+  test('a CLI killed right after adding a learner leaves a state the next up finishes', async () => {
+    const env = newEnv('127.66');
+    const crashed = await env.run(['up', '--name', 'c', '--replicas', '3', '--timeout', '60s'], { FASTPLANE_FAILPOINTS: 'after-add-learner' });
+    assert.equal(crashed.signal, 'SIGKILL', 'the failpoint killed the CLI');
+    const resumed = await env.run(['up', '--name', 'c', '--timeout', '60s', '-o', 'json']);
+    assert.equal(resumed.code, 0, resumed.stderr);
+    const { members } = await askEtcd(statusOf(resumed.stdout).status.endpoints);
+    assert.equal(members.length, 3);
+    assert.equal(members.filter((m) => m.isLearner).length, 0);
+    assert.ok(env.events('c').some((e) => e.action === 'StartMember' && e.outcome === 'Succeeded'), 'the added learner was started by the second run');
+  });
+});

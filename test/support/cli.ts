@@ -1,0 +1,87 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { SqliteStateStore } from '../../src/adapters/sqlite-state-store.ts';
+import type { EventRecord } from '../../src/domain/machine.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+
+export interface CliRun {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+/** PIDs of processes whose command line mentions this folder (the members of a test's state dir). */
+export function pidsUnder(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) pids.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return pids.filter((pid) => pid !== process.pid);
+}
+
+/**
+ * A private state dir and loopback range for one test, so test files never share addresses, and a
+ * cleanup that stops every process started under it, by PID.
+ */
+export class CliEnv {
+  readonly stateDir = mkdtempSync(join(tmpdir(), 'fastplane-test-'));
+
+  constructor(readonly addressPrefix: string) {}
+
+  run(args: string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
+    const started = Date.now();
+    return new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...args], {
+        cwd: ROOT,
+        env: { ...process.env, FASTPLANE_HOME: this.stateDir, FASTPLANE_ADDRESS_PREFIX: this.addressPrefix, ...extraEnv },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code, signal) => {
+        resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
+      });
+    });
+  }
+
+  /** Events recorded for a cluster, read straight from the state store. */
+  events(cluster: string): EventRecord[] {
+    const store = new SqliteStateStore(join(this.stateDir, 'fastplane.db'));
+    try {
+      return store.listEvents(cluster);
+    } finally {
+      store.close();
+    }
+  }
+
+  cleanup(): void {
+    for (const pid of pidsUnder(this.stateDir)) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }
+    rmSync(this.stateDir, { recursive: true, force: true });
+  }
+}
+
+export const MEMBERSHIP_ACTIONS = new Set(['InitCluster', 'AddLearner', 'StartMember', 'PromoteLearner', 'MoveLeader', 'RemoveMember']);
+
+/** Membership changes that took effect, in start order, from the event log. */
+export function membershipChanges(events: EventRecord[]): EventRecord[] {
+  return events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Succeeded').sort((a, b) => a.at - b.at);
+}
