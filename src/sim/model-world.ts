@@ -101,7 +101,7 @@ export interface ModelClusterSnapshot {
   leaderId?: string;
   members: { id: string; peerURL: string; isLearner: boolean; running: boolean; stalled: boolean; machine?: string }[];
   /** Machines not deleted yet (including ones being deleted). */
-  machines: { name: string; state: MachineInfra['state']; running: boolean; version: string; memberId?: string }[];
+  machines: { name: string; state: MachineInfra['state']; running: boolean; started: boolean; version: string; memberId?: string }[];
 }
 
 function fail(kind: EtcdErrorKind, message: string): never {
@@ -691,6 +691,7 @@ export class ModelWorld {
         name: machine.name,
         state: this.stateOf(machine),
         running: machine.running,
+        started: machine.startedAt !== undefined,
         version: machine.version,
         ...(found ? { memberId: found.member.id } : {}),
       });

@@ -1,4 +1,5 @@
 import type { ControlPlane } from '../api/control-plane.ts';
+import { parseDurationRange } from '../api/duration.ts';
 import { MemoryStateStore } from '../adapters/memory-state-store.ts';
 import { FailpointCrash, type FailpointName } from '../executor/failpoints.ts';
 import type { ExecutorDeps } from '../executor/execute.ts';
@@ -11,6 +12,7 @@ import { VirtualClock } from './virtual-clock.ts';
 
 export interface SimulationOptions {
   seed: number;
+  /** Model timings; provisioning and deletion default to the manifest's provider delays. */
   timings?: Partial<ModelTimings>;
   /** Whether a failpoint crashes the controller (called at every failpoint). */
   crashAt?: (name: FailpointName) => boolean;
@@ -61,7 +63,13 @@ export class Simulation {
     options: SimulationOptions,
   ) {
     this.random = seededRandom(options.seed);
-    this.world = new ModelWorld(this.clock, this.random, { ...MEASURED_TIMINGS, ...options.timings });
+    const { provider } = manifest.spec;
+    const fromManifest: Partial<ModelTimings> = {};
+    const provisioning = parseDurationRange(provider.provisioningDelay);
+    const deletion = parseDurationRange(provider.deletionDelay);
+    if (provisioning) fromManifest.provisioning = provisioning;
+    if (deletion) fromManifest.deletion = deletion;
+    this.world = new ModelWorld(this.clock, this.random, { ...MEASURED_TIMINGS, ...fromManifest, ...options.timings });
     this.cluster = manifest.metadata.name;
     this.crashAt = options.crashAt;
     this.restartDelayMs = options.restartDelayMs ?? 1000;

@@ -57,14 +57,23 @@ export class CliEnv {
     });
   }
 
-  /** Events recorded for a cluster, read straight from the state store. */
-  events(cluster: string): EventRecord[] {
+  private withStore<T>(read: (store: SqliteStateStore) => T): T {
     const store = new SqliteStateStore(join(this.stateDir, 'fastplane.db'));
     try {
-      return store.listEvents(cluster);
+      return read(store);
     } finally {
       store.close();
     }
+  }
+
+  /** Events recorded for a cluster, read straight from the state store. */
+  events(cluster: string): EventRecord[] {
+    return this.withStore((store) => store.listEvents(cluster));
+  }
+
+  /** Names of the control planes on record. */
+  controlPlanes(): string[] {
+    return this.withStore((store) => store.listControlPlanes().map((cp) => cp.name));
   }
 
   cleanup(): void {

@@ -126,6 +126,14 @@ describe('planner: scale up', () => {
     assert.deepEqual(restart.membershipAction, { kind: 'StartMember', machine: 't-1', initialClusterState: 'new', reason: 'RestartInitMember' });
   });
 
+  test('never initializes while the member list cannot be read (invariant 1: only when no member exists)', () => {
+    // With an unreadable list the planner cannot know that no member exists.
+    const o = observed({ machines: [machine('t-1'), machine('t-2'), machine('t-3')], members: 'context deadline exceeded', initMachine: undefined });
+    const d = decide(o);
+    assert.equal(d.membershipAction, undefined);
+    assert.ok(waitCodes(d).includes('MemberListUnavailable'), JSON.stringify(d.waits));
+  });
+
   test('joins the earliest provisioned machine as a learner once preflight passes', () => {
     const c = healthyCluster(1);
     const o = observed({
@@ -153,7 +161,7 @@ describe('planner: scale up', () => {
   });
 
   test('promotes only when the learner answers and is within the catch-up margin', () => {
-    const cases: { name: string; learner: Parameters<typeof learner>[1]; expect: 'PromoteLearner' | string }[] = [
+    const cases: { name: string; learner: Parameters<typeof learner>[1]; expect: string }[] = [
       { name: 'fully applied', learner: { raftAppliedIndex: 1350 }, expect: 'PromoteLearner' },
       { name: 'exactly at the margin (10 behind)', learner: { raftAppliedIndex: 1340 }, expect: 'PromoteLearner' },
       { name: 'one past the margin', learner: { raftAppliedIndex: 1339 }, expect: 'LearnerCatchingUp' },
@@ -357,7 +365,7 @@ describe('planner: repair', () => {
       if (c.stuck) {
         const mark = d.machineActions.find((a) => a.kind === 'MarkMachineFailed');
         assert.equal(mark?.machine, 't-3', c.name);
-        assert.equal(mark.kind === 'MarkMachineFailed' ? mark.reason : '', 'LearnerStuck', c.name);
+        assert.equal(mark.reason, 'LearnerStuck', c.name);
         assert.equal(d.membershipAction?.kind, 'RemoveMember', c.name);
       } else {
         assert.deepEqual(machinesOf(d, 'MarkMachineFailed'), [], c.name);
@@ -563,7 +571,7 @@ describe('planner: rollout', () => {
     assert.deepEqual(machinesOf(healthy, 'RequestMachineDeletion'), ['t-1']);
     assert.deepEqual(machinesOf(healthy, 'CreateMachine'), ['t-4'], 'the replacement provisions in parallel');
     assert.equal(healthy.membershipAction?.kind, 'RemoveMember');
-    assert.equal(healthy.membershipAction.kind === 'RemoveMember' ? healthy.membershipAction.machine : '', 't-1');
+    assert.equal(healthy.membershipAction.machine, 't-1');
 
     const c = healthyCluster(3, { leader: 't-3' });
     c.members[1] = voter('t-2', { statusError: 'context deadline exceeded' });
@@ -594,7 +602,7 @@ describe('planner: remediation', () => {
     const d = decide(withSickT3({ unhealthySince: NOW - 10_000 }));
     assert.deepEqual(machinesOf(d, 'MarkMachineFailed'), ['t-3']);
     const mark = d.machineActions.find((a) => a.kind === 'MarkMachineFailed');
-    assert.equal(mark?.kind === 'MarkMachineFailed' ? mark.reason : '', 'MemberUnhealthy');
+    assert.equal(mark?.reason, 'MemberUnhealthy');
     assert.deepEqual(machinesOf(d, 'CreateMachine'), ['t-4']);
     assert.deepEqual(d.membershipAction, { kind: 'RemoveMember', memberId: memberIdOf('t-3'), peerURL: 'http://127.77.1.3:2380', machine: 't-3', reason: 'Remediation' });
     assert.equal(conditionOf(d, 'Remediating').status, 'True');
@@ -677,7 +685,7 @@ describe('planner: remediation', () => {
     const d = decide(observed(c));
     const mark = d.machineActions.find((a) => a.kind === 'MarkMachineFailed');
     assert.equal(mark?.machine, 't-3');
-    assert.equal(mark.kind === 'MarkMachineFailed' ? mark.reason : '', 'MachineMissing');
+    assert.equal(mark.reason, 'MachineMissing');
     assert.equal(d.membershipAction?.kind, 'RemoveMember');
     assert.deepEqual(machinesOf(d, 'DeleteMachine'), []);
   });
@@ -693,7 +701,7 @@ describe('planner: remediation', () => {
     assert.deepEqual(machinesOf(d, 'MarkMachineFailed'), ['t-4', 't-5']);
     assert.deepEqual(machinesOf(d, 'CreateMachine'), ['t-6', 't-7']);
     assert.equal(d.membershipAction?.kind, 'RemoveMember');
-    assert.equal(d.membershipAction.kind === 'RemoveMember' ? d.membershipAction.machine : '', 't-4');
+    assert.equal(d.membershipAction.machine, 't-4');
   });
 
   test('blocked with QuorumLost when healthy voters < quorum', () => {
@@ -760,7 +768,7 @@ describe('planner: gate and reporting', () => {
     for (const c of cases) {
       const d = decide(c.o, c.s);
       assert.equal(d.membershipAction?.kind, c.expect.kind, c.name);
-      if (c.expect.machine !== undefined) assert.equal(d.membershipAction?.machine, c.expect.machine, c.name);
+      if (c.expect.machine !== undefined) assert.equal(d.membershipAction.machine, c.expect.machine, c.name);
       assertNoMembershipInMachineActions(d);
     }
     const repaired = decide(cases[0]!.o, cases[0]!.s).membershipAction;
@@ -847,6 +855,18 @@ describe('planner: gate and reporting', () => {
     assert.deepEqual(conditionOf(done, 'ScalingUp'), { type: 'ScalingUp', status: 'False', reason: 'NotScalingUp', message: '' });
     assert.equal(conditionOf(done, 'MachinesReady').status, 'True');
     assert.equal(conditionOf(done, 'EtcdClusterHealthy').status, 'True');
+  });
+
+  test('conditions: MachinesReady reason agrees with its status', () => {
+    const table: { name: string; o: Observed; s: PlannerSpec }[] = [
+      { name: 'converged', o: healthyObserved(3), s: spec() },
+      { name: '3 ready voters and a surge machine provisioning', o: observed({ ...healthyCluster(3), machines: [...healthyCluster(3).machines, machine('t-4', { phase: 'Provisioning', version: NEW })] }), s: spec({ version: NEW }) },
+      { name: '2 of 3 ready', o: observed({ machines: [...healthyCluster(2).machines, machine('t-3')], members: healthyCluster(2).members }), s: spec() },
+    ];
+    for (const c of table) {
+      const ready = conditionOf(decide(c.o, c.s), 'MachinesReady');
+      assert.equal(ready.reason, ready.status === 'True' ? 'Ready' : 'NotReady', `${c.name}: ${JSON.stringify(ready)}`);
+    }
   });
 
   test('deterministic: same input gives a deep-equal decision', () => {
