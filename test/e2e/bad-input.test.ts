@@ -75,7 +75,7 @@ const cases: Case[] = [
   { name: 'down of a control plane that does not exist', args: () => ['down', 'nope'], says: /no control plane named nope/ },
 ];
 
-describe('bad input exits 2, names the problem and creates nothing', { timeout: 180_000, concurrency: 3 }, () => {
+describe('bad input exits 2, names the problem and creates nothing', { timeout: 180_000 }, () => {
   for (const c of cases) {
     test(c.name, async () => {
       const run = await env.run(c.args());
