@@ -67,11 +67,11 @@ const SpecSchema = z
       .refine((n) => n % 2 === 1, { error: (issue) => `must be odd, got ${String(issue.input)}` })
       .default(3),
     version: z.string().regex(VERSION, { error: 'must be an etcd version such as 3.4.23' }).default('3.4.23'),
-    provider: ProviderSchema.default(ProviderSchema.parse({})),
-    scaleUp: ScaleUpSchema.default(ScaleUpSchema.parse({})),
-    etcd: EtcdSchema.default(EtcdSchema.parse({})),
-    rollout: RolloutSchema.default(RolloutSchema.parse({})),
-    remediation: RemediationSchema.default(RemediationSchema.parse({})),
+    provider: ProviderSchema.default(() => ProviderSchema.parse({})),
+    scaleUp: ScaleUpSchema.default(() => ScaleUpSchema.parse({})),
+    etcd: EtcdSchema.default(() => EtcdSchema.parse({})),
+    rollout: RolloutSchema.default(() => RolloutSchema.parse({})),
+    remediation: RemediationSchema.default(() => RemediationSchema.parse({})),
   })
   .strict()
   .superRefine((spec, ctx) => {
@@ -103,7 +103,7 @@ export const ControlPlaneSchema = z
           .regex(DNS_LABEL, { error: 'must be a DNS label (lower-case letters, digits and -)' }),
       })
       .strict(),
-    spec: SpecSchema.default(SpecSchema.parse({})),
+    spec: SpecSchema.default(() => SpecSchema.parse({})),
   })
   .strict();
 

@@ -29,6 +29,7 @@ export function conditionsFor(
     const member = view.memberOf(m);
     return member !== undefined && view.isHealthyVoter(member);
   }).length;
+  const machinesReady = ready === spec.replicas && machines.length === spec.replicas;
   const outdated = machines.filter(view.isOutdated).length;
   const voterCount = view.voters.length;
   const growing = view.active.length < spec.replicas || voterCount < spec.replicas || view.learners.length > 0;
@@ -42,7 +43,7 @@ export function conditionsFor(
       `${String(view.healthyVoters.length)} healthy voters, quorum ${String(quorum(Math.max(voterCount, 1)))}`,
     ),
     condition('EtcdClusterHealthy', etcdHealthy, etcdHealthy ? 'Healthy' : 'NotHealthy', etcdMessage),
-    condition('MachinesReady', ready === spec.replicas && machines.length === spec.replicas, ready === spec.replicas ? 'Ready' : 'NotReady', `${String(ready)}/${String(spec.replicas)} machines are healthy voters`),
+    condition('MachinesReady', machinesReady, machinesReady ? 'Ready' : 'NotReady', `${String(ready)}/${String(spec.replicas)} machines are healthy voters`),
     condition('UpToDate', outdated === 0, outdated === 0 ? 'UpToDate' : 'NotUpToDate', `${String(outdated)} machines not at version ${spec.version}`),
     progressing('ScalingUp', growing && outdated === 0 && !sets.converged, 'ScalingUp', scaleWaits),
     progressing('ScalingDown', shrinking, 'ScalingDown', scaleWaits),

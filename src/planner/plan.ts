@@ -85,6 +85,9 @@ function learnerFailure(step: Step, machine: ObservedMachine): { reason: string;
   if (!infra.memberRunning && infra.memberStartedAt !== undefined) {
     return { reason: 'LearnerExited', message: 'the learner process exited before promotion' };
   }
+  // A caught-up learner is waiting for its promotion, not stuck (an idle cluster writes nothing).
+  const member = step.view.memberOf(machine);
+  if (member && isCaughtUp(step.view, member)) return undefined;
   const lastProgress = record.learnerProgress?.at ?? infra.memberStartedAt;
   if (infra.memberRunning && lastProgress !== undefined && step.view.now - lastProgress >= step.view.spec.remediation.learnerStuckAfterMs) {
     return { reason: 'LearnerStuck', message: `learner made no progress for ${String(step.view.now - lastProgress)} ms` };
@@ -298,7 +301,7 @@ function departures(step: Step): MembershipAction | undefined {
       return failedFirst || unhealthyFirst || byOrdinal(a.machine, b.machine);
     });
   for (const { member, machine } of leavingVoters) {
-    const reason = step.failed.has(nameOf(machine)) ? 'Remediation' : 'ScaleDown';
+    const reason = step.failed.has(nameOf(machine)) ? 'Remediation' : view.isOutdated(machine) ? 'RollingOut' : 'ScaleDown';
     const action = removal(step, member, reason, machine);
     if (action) return action;
   }
@@ -367,7 +370,7 @@ function initialize(step: Step): MembershipAction | undefined {
 function membership(step: Step): MembershipAction | undefined {
   const { view } = step;
   const { observed } = view;
-  if (observed.initMachine === undefined && view.members.length === 0) return initialize(step);
+  if (observed.initMachine === undefined && view.membersKnown && view.members.length === 0) return initialize(step);
   if (!view.membersKnown) {
     const init = observed.machines.find((m) => nameOf(m) === observed.initMachine);
     if (init?.infra?.state === 'Provisioned' && !init.infra.memberRunning && !isGone(step, init)) {

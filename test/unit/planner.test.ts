@@ -318,8 +318,7 @@ describe('planner: repair', () => {
     const d = decide(observed({ ...c, members: [...c.members, orphan] }));
     assert.deepEqual(d.membershipAction, { kind: 'RemoveMember', memberId: memberIdOf('t-9'), peerURL: 'http://127.77.1.9:2380', reason: 'RemoveOrphanMember' });
 
-    // 2 machines' voters + 2 dead orphans: removing one leaves 2 healthy of 3, fine; with only 1 healthy
-    // of 4 there is no quorum at all and nothing may change.
+    // One healthy voter and two dead orphans: 1 healthy of 3 is no quorum, so nothing may change.
     const c1 = healthyCluster(1);
     const lost = decide(observed({ ...c1, members: [...c1.members, voter('t-8', { statusError: 'x' }), voter('t-9', { statusError: 'x' })] }), spec({ replicas: 1 }));
     assert.equal(lost.membershipAction, undefined);
@@ -561,7 +560,7 @@ describe('planner: rollout', () => {
       fromMemberId: memberIdOf('t-1'),
       toMemberId: memberIdOf('t-4'),
       machine: 't-4',
-      reason: 'BeforeScaleDown',
+      reason: 'BeforeRollingOut',
     });
   });
 
