@@ -199,6 +199,7 @@ async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLea
   deps.failpoint('after-add-learner');
   deps.failpoint('before-start-member');
   await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
+  deps.failpoint('after-start-member');
 }
 
 async function startMember(deps: ExecutorDeps, observed: Observed, action: StartMember): Promise<void> {

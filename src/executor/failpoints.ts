@@ -8,6 +8,7 @@ export const FAILPOINTS = [
   'after-init-record',
   'after-add-learner',
   'before-start-member',
+  'after-start-member',
   'after-promote',
   'after-move-leader',
   'after-remove-member',

@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SqliteStateStore } from '../../src/adapters/sqlite-state-store.ts';
-import type { EventRecord } from '../../src/domain/machine.ts';
+import type { EventRecord, MachineRecord } from '../../src/domain/machine.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -69,6 +69,11 @@ export class CliEnv {
   /** Events recorded for a cluster, read straight from the state store. */
   events(cluster: string): EventRecord[] {
     return this.withStore((store) => store.listEvents(cluster));
+  }
+
+  /** Machine records of a cluster, straight from the state store. */
+  machines(cluster: string): MachineRecord[] {
+    return this.withStore((store) => store.listMachines(cluster));
   }
 
   /** Names of the control planes on record. */

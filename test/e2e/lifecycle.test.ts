@@ -1,0 +1,198 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { openKvClient } from '../../src/adapters/etcd3-admin.ts';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { CliEnv, membershipChanges, pidsUnder } from '../support/cli.ts';
+import { ClusterWatch } from '../support/cluster-watch.ts';
+import { askEtcd } from '../support/etcd-direct.ts';
+
+const envs: CliEnv[] = [];
+function newEnv(prefix: string): CliEnv {
+  const env = new CliEnv(prefix);
+  envs.push(env);
+  return env;
+}
+after(() => {
+  for (const env of envs) env.cleanup();
+});
+
+function statusOf(stdout: string): ControlPlaneStatusDocument {
+  return JSON.parse(stdout) as ControlPlaneStatusDocument;
+}
+
+function writeManifest(env: CliEnv, name: string, spec: Record<string, unknown>): string {
+  const path = join(env.stateDir, `${name}.json`);
+  writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec }));
+  return path;
+}
+
+async function upOk(env: CliEnv, args: string[], extraEnv: Record<string, string> = {}): Promise<ControlPlaneStatusDocument> {
+  const run = await env.run([...args, '--timeout', '120s', '-o', 'json'], extraEnv);
+  assert.equal(run.code, 0, run.stderr);
+  return statusOf(run.stdout);
+}
+
+/** Voters and learners as etcd reports them (not fastplane's records). */
+async function membership(doc: ControlPlaneStatusDocument): Promise<{ voters: number; learners: number; versions: string[] }> {
+  const { members, statuses } = await askEtcd(doc.status.endpoints);
+  return { voters: members.filter((m) => !m.isLearner).length, learners: members.filter((m) => m.isLearner).length, versions: statuses.map((s) => s.version) };
+}
+
+function assertOneChangeAtATime(env: CliEnv, cluster: string): void {
+  const changes = membershipChanges(env.events(cluster));
+  for (let i = 1; i < changes.length; i++) {
+    const prev = changes[i - 1]!;
+    assert.ok((prev.endedAt ?? prev.at) <= changes[i]!.at, `${prev.message} overlaps ${changes[i]!.message}`);
+  }
+}
+
+function memberPids(env: CliEnv, cluster: string, machine: string): number[] {
+  return pidsUnder(join(env.stateDir, 'clusters', cluster, 'machines', machine));
+}
+
+/** A voter that does not lead, so killing it tests remediation rather than an election. */
+function followerOf(doc: ControlPlaneStatusDocument): string {
+  const follower = doc.status.machines.find((m) => m.phase === 'Voter' && m.name !== doc.status.leader);
+  assert.ok(follower, 'a follower exists');
+  return follower.name;
+}
+
+describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
+  test('5 → 3 → 1 → 3: voters == replicas at each step, and the leader machine is never deleted while it leads', async () => {
+    const env = newEnv('127.70');
+    let doc = await upOk(env, ['up', '--name', 'sd', '--replicas', '5']);
+    const peerOf = new Map<string, string>();
+    const watch = new ClusterWatch(doc.status.endpoints);
+    watch.start();
+    try {
+      for (const replicas of [3, 1, 3]) {
+        for (const m of doc.status.machines) if (m.peerURL !== null) peerOf.set(m.name, m.peerURL);
+        doc = await upOk(env, ['scale', 'sd', '--replicas', String(replicas)]);
+        const etcd = await membership(doc);
+        assert.equal(etcd.voters, replicas, `etcd has ${String(replicas)} voters`);
+        assert.equal(etcd.learners, 0);
+      }
+    } finally {
+      await watch.stop();
+    }
+    const deletions = env.events('sd').filter((e) => e.action === 'DeleteMachine' && e.outcome === 'Succeeded');
+    assert.equal(deletions.length, 4, 'two machines went at 5→3 and two at 3→1');
+    for (const deletion of deletions) {
+      const peer = peerOf.get(deletion.machine ?? '');
+      assert.ok(peer !== undefined);
+      assert.notEqual(watch.leaderAt(deletion.at), peer, `${deletion.machine ?? ''} was deleted while it led`);
+    }
+    assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
+    assertOneChangeAtATime(env, 'sd');
+  });
+
+  for (const maxSurge of [1, 2]) {
+    test(`rollout 3.4.23 → 3.5.16 with maxSurge ${String(maxSurge)} keeps every key, one membership change at a time`, async () => {
+      const env = newEnv(maxSurge === 1 ? '127.71' : '127.72');
+      const name = `roll${String(maxSurge)}`;
+      const file = writeManifest(env, name, { replicas: 3, version: '3.4.23', rollout: { maxSurge } });
+      const before = await upOk(env, ['up', '-f', file]);
+      const kv = openKvClient(before.status.endpoints);
+      try {
+        for (let i = 0; i < 50; i++) await kv.put(`/rollout/${String(i)}`).value(`v${String(i)}`);
+      } finally {
+        kv.close();
+      }
+      const watch = new ClusterWatch(before.status.endpoints);
+      watch.start();
+      let after: ControlPlaneStatusDocument;
+      try {
+        after = await upOk(env, ['rollout', name, '--version', '3.5.16']);
+      } finally {
+        await watch.stop();
+      }
+      const etcd = await membership(after);
+      assert.equal(etcd.voters, 3);
+      assert.deepEqual(etcd.versions, ['3.5.16', '3.5.16', '3.5.16'], 'every member reports 3.5.16');
+      assert.ok(after.status.machines.every((m) => m.version === '3.5.16'));
+      const reader = openKvClient(after.status.endpoints);
+      try {
+        const keys = await reader.getAll().prefix('/rollout/').strings();
+        assert.equal(Object.keys(keys).length, 50, 'all keys written before the rollout are present');
+      } finally {
+        reader.close();
+      }
+      assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
+      assert.ok(Math.max(...watch.samples.map((s) => s.learners)) <= 1, 'never two learners');
+      assertOneChangeAtATime(env, name);
+    });
+  }
+
+  test('kill -9 of one voter: replaced within unhealthyAfter + one join, quorum kept, the replacement has a new peer URL', async () => {
+    const env = newEnv('127.73');
+    const file = writeManifest(env, 'heal', { replicas: 3, remediation: { unhealthyAfter: '3s' } });
+    const before = await upOk(env, ['up', '-f', file]);
+    const victim = followerOf(before);
+    const oldPeers = new Set(before.status.machines.map((m) => m.peerURL));
+    const watch = new ClusterWatch(before.status.endpoints);
+    watch.start();
+    const killedAt = Date.now();
+    let after: ControlPlaneStatusDocument;
+    try {
+      for (const pid of memberPids(env, 'heal', victim)) process.kill(pid, 'SIGKILL');
+      after = await upOk(env, ['up', '--name', 'heal']);
+    } finally {
+      await watch.stop();
+    }
+    const seconds = (Date.now() - killedAt) / 1000;
+    console.log(`voter ${victim} replaced ${String(seconds)} s after kill -9`);
+    assert.ok(seconds < 3 + 15, `replaced within unhealthyAfter (3 s) + one join, took ${String(seconds)} s`);
+    assert.ok(!after.status.machines.some((m) => m.name === victim), 'the killed machine is gone');
+    const replacement = after.status.machines.filter((m) => !oldPeers.has(m.peerURL));
+    assert.equal(replacement.length, 1, 'one replacement with a new peer URL');
+    assert.equal((await membership(after)).voters, 3);
+    assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
+    assert.ok(env.events('heal').some((e) => e.action === 'MarkMachineFailed' && e.machine === victim && e.message.includes('MemberUnhealthy')));
+  });
+
+  test('a learner whose process is killed before promotion is removed and its machine replaced', async () => {
+    const env = newEnv('127.74');
+    const crashed = await env.run(['up', '--name', 'lrn', '--replicas', '3', '--timeout', '60s'], { FASTPLANE_FAILPOINTS: 'after-start-member' });
+    assert.equal(crashed.signal, 'SIGKILL', 'the CLI stopped right after starting the first learner');
+    const joined = env.machines('lrn').filter((m) => m.role === 'join');
+    assert.equal(joined.length, 1, 'exactly one machine was added as a learner before the crash');
+    const learner = joined[0]!.name;
+    const pids = memberPids(env, 'lrn', learner);
+    assert.equal(pids.length, 1, `the learner ${learner} runs`);
+    process.kill(pids[0]!, 'SIGKILL');
+    const after = await upOk(env, ['up', '--name', 'lrn']);
+    assert.ok(!after.status.machines.some((m) => m.name === learner), 'the learner machine was replaced');
+    const events = env.events('lrn');
+    assert.ok(events.some((e) => e.action === 'MarkMachineFailed' && e.machine === learner && e.message.includes('LearnerExited')), 'marked failed as LearnerExited');
+    assert.ok(events.some((e) => e.action === 'RemoveMember' && e.machine === learner && e.outcome === 'Succeeded'), 'its member was removed');
+    const etcd = await membership(after);
+    assert.equal(etcd.voters, 3);
+    assert.equal(etcd.learners, 0);
+  });
+
+  test('two of five voters killed at once: both replaced one change at a time, quorum kept', async () => {
+    const env = newEnv('127.75');
+    const file = writeManifest(env, 'two', { replicas: 5, remediation: { unhealthyAfter: '3s' } });
+    const before = await upOk(env, ['up', '-f', file]);
+    const victims = before.status.machines.filter((m) => m.name !== before.status.leader).slice(0, 2).map((m) => m.name);
+    const watch = new ClusterWatch(before.status.endpoints);
+    watch.start();
+    let after: ControlPlaneStatusDocument;
+    try {
+      for (const victim of victims) for (const pid of memberPids(env, 'two', victim)) process.kill(pid, 'SIGKILL');
+      after = await upOk(env, ['up', '--name', 'two']);
+    } finally {
+      await watch.stop();
+    }
+    for (const victim of victims) assert.ok(!after.status.machines.some((m) => m.name === victim), `${victim} replaced`);
+    const etcd = await membership(after);
+    assert.equal(etcd.voters, 5);
+    assert.equal(etcd.learners, 0);
+    assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
+    assertOneChangeAtATime(env, 'two');
+    const removals = membershipChanges(env.events('two')).filter((e) => e.action === 'RemoveMember');
+    assert.deepEqual(removals.map((e) => e.machine).sort(), [...victims].sort(), 'each dead member removed once');
+  });
+});
