@@ -1,0 +1,86 @@
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { FailpointName } from '../../src/executor/failpoints.ts';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { CliEnv, membershipChanges } from '../support/cli.ts';
+import { askEtcd } from '../support/etcd-direct.ts';
+
+const env = new CliEnv('127.76');
+after(() => {
+  env.cleanup();
+});
+
+function statusOf(stdout: string): ControlPlaneStatusDocument {
+  return JSON.parse(stdout) as ControlPlaneStatusDocument;
+}
+
+async function converge(args: string[]): Promise<ControlPlaneStatusDocument> {
+  const run = await env.run([...args, '--timeout', '90s', '-o', 'json']);
+  assert.equal(run.code, 0, run.stderr);
+  return statusOf(run.stdout);
+}
+
+/** Runs the command with the failpoint armed; the CLI must die there by SIGKILL. */
+async function crashAt(failpoint: FailpointName, args: string[]): Promise<void> {
+  const run = await env.run([...args, '--timeout', '90s'], { FASTPLANE_FAILPOINTS: failpoint });
+  assert.equal(run.signal, 'SIGKILL', `failpoint ${failpoint} was reached (exit ${String(run.code)}: ${run.stderr.slice(-400)})`);
+}
+
+/** DESIGN.md invariants after convergence, asked of etcd and of the recorded changes. */
+async function assertConvergedSafely(cluster: string, doc: ControlPlaneStatusDocument, replicas: number, version: string): Promise<void> {
+  const { members, statuses } = await askEtcd(doc.status.endpoints);
+  assert.equal(members.filter((m) => !m.isLearner).length, replicas, 'voters == replicas (invariant 7)');
+  assert.equal(members.filter((m) => m.isLearner).length, 0, 'no learners (invariant 7)');
+  assert.equal(statuses.length, replicas, 'every member answers');
+  assert.ok(statuses.every((s) => s.version === version && s.errors.length === 0 && s.leaderId !== '0'), 'every member healthy at the version');
+  assert.equal(doc.status.machines.length, replicas, 'no machine without a member');
+  const changes = membershipChanges(env.events(cluster));
+  assert.ok(changes.filter((e) => e.action === 'InitCluster').length <= 1, 'one InitCluster (invariant 1)');
+  for (let i = 1; i < changes.length; i++) {
+    assert.ok((changes[i - 1]!.endedAt ?? 0) <= changes[i]!.at, 'membership changes never overlap (invariant 3)');
+  }
+}
+
+function manifest(name: string, replicas: number, version: string): string {
+  const path = join(env.stateDir, `${name}.json`);
+  writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec: { replicas, version } }));
+  return path;
+}
+
+describe('SIGKILL at each failpoint, then run again: converges with the invariants intact', { timeout: 900_000 }, () => {
+  const scaleUp: FailpointName[] = ['after-create-record', 'after-init-record', 'after-add-learner', 'before-start-member', 'after-start-member', 'after-promote'];
+  for (const failpoint of scaleUp) {
+    test(`scale up 0 → 3, killed at ${failpoint}`, async () => {
+      const name = `up-${failpoint}`.slice(0, 40);
+      await crashAt(failpoint, ['up', '-f', manifest(name, 3, '3.4.23')]);
+      const doc = await converge(['up', '--name', name]);
+      await assertConvergedSafely(name, doc, 3, '3.4.23');
+      assert.equal((await env.run(['down', name])).code, 0);
+    });
+  }
+
+  for (const failpoint of ['after-remove-member', 'before-delete-machine'] as const) {
+    test(`scale down 3 → 1, killed at ${failpoint}`, async () => {
+      const name = `down-${failpoint}`.slice(0, 40);
+      await converge(['up', '-f', manifest(name, 3, '3.4.23')]);
+      await crashAt(failpoint, ['scale', name, '--replicas', '1']);
+      const doc = await converge(['up', '--name', name]);
+      await assertConvergedSafely(name, doc, 1, '3.4.23');
+      assert.equal((await env.run(['down', name])).code, 0);
+    });
+  }
+
+  // A one-member rollout always moves the leader: the only old member leads until it goes.
+  for (const failpoint of ['after-add-learner', 'after-promote', 'after-move-leader', 'after-remove-member', 'before-delete-machine'] as const) {
+    test(`rollout 3.4.23 → 3.5.16, killed at ${failpoint}`, async () => {
+      const name = `roll-${failpoint}`.slice(0, 40);
+      await converge(['up', '-f', manifest(name, 1, '3.4.23')]);
+      await crashAt(failpoint, ['rollout', name, '--version', '3.5.16']);
+      const doc = await converge(['up', '--name', name]);
+      await assertConvergedSafely(name, doc, 1, '3.5.16');
+      assert.equal((await env.run(['down', name])).code, 0);
+    });
+  }
+});
