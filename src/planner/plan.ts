@@ -16,7 +16,7 @@ import type {
   RequestMachineDeletion,
   Wait,
 } from './types.ts';
-import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, phaseOf, type ClusterView } from './view.ts';
+import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, phaseOf, statusErrors, type ClusterView } from './view.ts';
 
 /** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
 export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
@@ -120,7 +120,10 @@ function victimCandidate(step: Step, machine: ObservedMachine): VictimCandidate 
     name: nameOf(machine),
     ordinal: machine.record.ordinal,
     createdAt: machine.record.createdAt,
-    notMember: member === undefined,
+    // A learner has no vote: removing it never touches quorum or leadership, so it goes before any
+    // voter. Ranked as a voter, "oldest first" could pick the last voter over a learner, which can
+    // never leave (LastVoter) and, under the serial strategy, deadlocks once that learner is gone.
+    notMember: member === undefined || member.isLearner,
     unhealthy: member !== undefined && !member.isLearner && !step.view.isHealthyVoter(member),
     outdated: step.view.isOutdated(machine),
   };
@@ -342,6 +345,11 @@ function promote(step: Step): MembershipAction | undefined {
       step.waits.push({ code: 'LearnerStarting', message: `waiting for learner ${name} to answer its status`, machine: name });
       continue;
     }
+    const errors = statusErrors(learner);
+    if (errors.length > 0) {
+      step.waits.push({ code: 'LearnerReportsErrors', message: `learner ${name} reports ${errors.join('; ')}`, machine: name });
+      continue;
+    }
     if (!isCaughtUp(view, learner)) {
       step.waits.push({ code: 'LearnerCatchingUp', message: `waiting for learner ${name} to catch up (applied ${String(progress.applied)}/${String(progress.target)})`, machine: name });
       continue;
@@ -410,6 +418,7 @@ function isConverged(step: Step, actions: number): boolean {
     view.voters.length === view.spec.replicas &&
     view.learners.length === 0 &&
     view.healthyVoters.length === view.voters.length &&
+    view.voters.every((m) => statusErrors(m).length === 0) &&
     view.observed.alarms.length === 0 &&
     machines.length === view.spec.replicas &&
     machines.every((m) => !isGone(step, m) && !view.isOutdated(m) && isReadyVoter(view, m))

@@ -42,10 +42,14 @@ function answeringStatus(member: ObservedMember): EtcdMemberStatus | undefined {
   return member.status?.ok === true ? member.status.status : undefined;
 }
 
-/** A member answers its own status with no errors and knows a leader. */
+/**
+ * A member answers its own status and knows a leader. Status errors are not held against it: etcd
+ * lists raised alarms there (NOSPACE), and a member with an alarm still votes; alarms gate joins
+ * through the preflight instead of counting as lost quorum.
+ */
 export function memberAnswers(member: ObservedMember): boolean {
   const status = answeringStatus(member);
-  return status !== undefined && status.errors.length === 0 && status.leaderId !== '0';
+  return status !== undefined && status.leaderId !== '0';
 }
 
 export function buildView(spec: PlannerSpec, observed: Observed, now: number): ClusterView {
@@ -94,6 +98,11 @@ export function buildView(spec: PlannerSpec, observed: Observed, now: number): C
     isOutdated: (machine) => machine.record.version !== spec.version || machine.record.templateHash !== spec.templateHash,
     isHealthyVoter,
   };
+}
+
+/** Errors a member lists in its status (alarms, "no leader"): they hold promotion and convergence. */
+export function statusErrors(member: ObservedMember): string[] {
+  return answeringStatus(member)?.errors ?? [];
 }
 
 export function hasQuorum(view: ClusterView): boolean {

@@ -167,7 +167,7 @@ describe('planner: scale up', () => {
       { name: 'one past the margin', learner: { raftAppliedIndex: 1339 }, expect: 'LearnerCatchingUp' },
       { name: 'status call fails', learner: { statusError: 'context deadline exceeded' }, expect: 'LearnerStarting' },
       { name: 'knows no leader', learner: { leader: '0', raftAppliedIndex: 1350 }, expect: 'LearnerStarting' },
-      { name: 'reports errors', learner: { errors: ['etcdserver: no leader'], raftAppliedIndex: 1350 }, expect: 'LearnerStarting' },
+      { name: 'reports errors', learner: { errors: ['etcdserver: no leader'], raftAppliedIndex: 1350 }, expect: 'LearnerReportsErrors' },
     ];
     for (const c of cases) {
       const base = healthyCluster(2);

@@ -1,0 +1,38 @@
+// `npm run chaos [-- -o json] [--soak 10m] [--only NAME]`: runs the chaos scenarios on real etcd and
+// prints one line per scenario (table) or `{ "scenarios": [...] }` (json). --soak repeats them until
+// the time is up.
+import { parseDuration } from '../../src/api/duration.ts';
+import { runScenario, SCENARIOS, type ScenarioResult } from './scenarios.ts';
+
+function option(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+
+const format = option('-o') ?? 'table';
+const soakMs = option('--soak') === undefined ? 0 : parseDuration(option('--soak') ?? '');
+const only = option('--only');
+if (soakMs === undefined || (format !== 'json' && format !== 'table')) {
+  process.stderr.write('usage: npm run chaos -- [-o table|json] [--soak DURATION] [--only NAME]\n');
+  process.exit(2);
+}
+const chosen = SCENARIOS.filter((s) => only === undefined || s.name.includes(only));
+const results: ScenarioResult[] = [];
+const until = Date.now() + soakMs;
+do {
+  for (const scenario of chosen) {
+    process.stderr.write(`running: ${scenario.name}\n`);
+    results.push(await runScenario(scenario));
+  }
+} while (Date.now() < until);
+
+if (format === 'json') {
+  process.stdout.write(`${JSON.stringify({ scenarios: results.map(({ detail: _detail, ...r }) => r) }, null, 2)}\n`);
+} else {
+  for (const r of results) {
+    process.stdout.write(
+      `${r.name.padEnd(66)} converged=${String(r.converged).padEnd(5)} ${r.seconds.toFixed(1).padStart(6)}s acked=${String(r.writesAcked).padStart(5)} lost=${String(r.ackedButLost)} outage=${String(r.longestOutageMs)}ms expectation=${r.expectationMet ? 'met' : 'NOT MET'}\n`,
+    );
+  }
+}
+process.exitCode = results.every((r) => r.ackedButLost === 0 && r.expectationMet) ? 0 : 1;

@@ -1,0 +1,380 @@
+import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { CliEnv, pidsUnder, type CliRun } from '../support/cli.ts';
+import { adminFor, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
+import { ContinuousWriter, type WriterReport } from './writer.ts';
+
+export interface ScenarioResult extends WriterReport {
+  name: string;
+  converged: boolean;
+  seconds: number;
+  /** What the scenario expects of fastplane beyond convergence, and whether it held. */
+  expectation: string;
+  expectationMet: boolean;
+  /** The end of fastplane's own output, to explain a failed scenario. */
+  detail: string;
+}
+
+/** What a scenario does to a running cluster, and what it expects fastplane to end with. */
+export interface ChaosScenario {
+  name: string;
+  /** Unused loopback range, so scenarios never share addresses. */
+  addressPrefix: string;
+  /** Spec of the cluster the scenario starts from; none: the scenario creates it (and starts the writer). */
+  spec?: Record<string, unknown>;
+  /** Inflicts the fault and drives fastplane until it is done; returns the final CLI run. */
+  act(s: ScenarioRun): Promise<{ run: CliRun; expectationMet: boolean }>;
+  expectation: string;
+  /** Whether fastplane is expected to converge (false: a safety gate must hold instead). */
+  converges: boolean;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Polls until the check returns a value, or fails after the timeout. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** The context a scenario acts in: its own state dir, cluster, writer and helpers. */
+export class ScenarioRun {
+  readonly cluster = 'chaos';
+  writer: ContinuousWriter | undefined;
+
+  constructor(
+    readonly env: CliEnv,
+    public access: ClusterAccess,
+  ) {}
+
+  /** Starts the continuous writer against the cluster as it is now. */
+  startWriter(access: ClusterAccess = this.access): void {
+    this.access = access;
+    this.writer = new ContinuousWriter(access);
+    this.writer.start();
+  }
+
+  /** The status document as fastplane reports it now (read-only: safe beside a running reconcile). */
+  async status(): Promise<ControlPlaneStatusDocument> {
+    const run = await this.env.run(['status', this.cluster, '-o', 'json']);
+    return JSON.parse(run.stdout) as ControlPlaneStatusDocument;
+  }
+
+  fastplane(args: string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
+    return this.env.run([...args, '--timeout', '90s', '-o', 'json'], extraEnv);
+  }
+
+  background(args: string[], extraEnv: Record<string, string> = {}): ReturnType<CliEnv['start']> {
+    return this.env.start([...args, '--timeout', '90s', '-o', 'json'], extraEnv);
+  }
+
+  /** Kills a machine's etcd process by PID (SIGKILL unless told otherwise). */
+  kill(machine: string, signal: NodeJS.Signals = 'SIGKILL'): void {
+    for (const pid of pidsUnder(this.machineDir(machine))) process.kill(pid, signal);
+  }
+
+  machineDir(machine: string): string {
+    return join(this.env.stateDir, 'clusters', this.cluster, 'machines', machine);
+  }
+
+  /** The machine whose member leads now, asked of etcd. */
+  async leader(): Promise<string> {
+    const admin = adminFor(this.access, { callTimeoutMs: 1000 });
+    try {
+      const members = await admin.memberList(this.access.endpoints);
+      for (const m of members) {
+        const url = m.clientURLs[0];
+        if (url === undefined || m.isLearner) continue;
+        const status = await admin.status(url).catch(() => undefined);
+        if (status && status.leaderId === status.memberId) return m.name;
+      }
+    } finally {
+      await admin.close();
+    }
+    throw new Error('no leader found');
+  }
+
+  machineNames(): string[] {
+    return this.env.machines(this.cluster).map((m) => m.name);
+  }
+}
+
+function manifestFile(env: CliEnv, spec: Record<string, unknown>): string {
+  const path = join(env.stateDir, 'chaos.json');
+  writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name: 'chaos' }, spec }));
+  return path;
+}
+
+const FAST_REMEDIATION = { unhealthyAfter: '3s', learnerStuckAfter: '30s' };
+
+function converged(run: CliRun): boolean {
+  return run.code === 0;
+}
+
+export const SCENARIOS: ChaosScenario[] = [
+  {
+    name: 'kill the leader during a promotion',
+    addressPrefix: '127.110',
+    spec: { replicas: 3, remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the dead leader is replaced and the scale-up finishes',
+    async act(s) {
+      const scale = s.background(['scale', s.cluster, '--replicas', '5']);
+      const leader = await s.leader();
+      // The first learner appears within a second of the scale-up; kill the leader as it is promoted.
+      await waitFor('a learner', async () => {
+        const admin = adminFor(s.access, { callTimeoutMs: 500 });
+        try {
+          return (await admin.memberList(s.access.endpoints)).some((m) => m.isLearner) ? true : undefined;
+        } catch {
+          return undefined;
+        } finally {
+          await admin.close();
+        }
+      });
+      s.kill(leader);
+      const run = await scale.done;
+      return { run, expectationMet: !s.machineNames().includes(leader) };
+    },
+  },
+  {
+    name: 'kill a learner mid-catch-up',
+    addressPrefix: '127.111',
+    spec: { replicas: 1, remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the learner is removed (LearnerExited) and its machine replaced',
+    async act(s) {
+      const crashed = await s.fastplane(['scale', s.cluster, '--replicas', '3'], { FASTPLANE_FAILPOINTS: 'after-start-member' });
+      if (crashed.signal !== 'SIGKILL') throw new Error('the failpoint after-start-member was not reached');
+      const learner = s.env.machines(s.cluster).find((m) => m.role === 'join')?.name ?? '';
+      s.kill(learner);
+      const run = await s.fastplane(['up', '--name', s.cluster]);
+      return { run, expectationMet: !s.machineNames().includes(learner) };
+    },
+  },
+  {
+    name: 'kill the init machine right after init while the others provision',
+    addressPrefix: '127.112',
+    converges: true,
+    expectation: 'the init member restarts from its data with every acknowledged write; never initialized twice',
+    async act(s) {
+      const file = manifestFile(s.env, { replicas: 3, provider: { provisioningDelay: '1s-6s' } });
+      const up = s.background(['up', '-f', file]);
+      const init = await waitFor('the init member', () => {
+        const m = s.env.machines(s.cluster).find((r) => r.role === 'init');
+        return m && pidsUnder(s.machineDir(m.name)).length > 0 ? m.name : undefined;
+      });
+      const doc = await waitFor('the init member to serve', async () => {
+        const d = await s.status();
+        return d.status.endpoints.length > 0 ? d : undefined;
+      });
+      s.startWriter(doc.status);
+      await waitFor('acknowledged writes', () => ((s.writer?.acknowledged ?? 0) > 5 ? true : undefined));
+      s.kill(init);
+      const run = await up.done;
+      const inits = s.env.events(s.cluster).filter((e) => e.action === 'InitCluster' && e.outcome === 'Succeeded').length;
+      return { run, expectationMet: inits === 1 && s.machineNames().includes(init) };
+    },
+  },
+  {
+    name: 'provisioning failure',
+    addressPrefix: '127.113',
+    spec: { replicas: 1, provider: { provisioningDelay: '3s' } },
+    converges: true,
+    expectation: 'the failed machine is replaced at once',
+    async act(s) {
+      const scale = s.background(['scale', s.cluster, '--replicas', '3']);
+      const victim = await waitFor('a provisioning machine', () => s.machineNames().find((n) => n !== 'chaos-1' && existsSync(s.machineDir(n))));
+      // The local provider reports a machine whose folder holds this file as failed, like a cloud API would.
+      writeFileSync(join(s.machineDir(victim), 'provisioning-failed'), 'simulated: no capacity in the zone');
+      const run = await scale.done;
+      const failed = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === victim && e.message.includes('ProvisioningFailed'));
+      return { run, expectationMet: failed && !s.machineNames().includes(victim) };
+    },
+  },
+  {
+    name: 'a member that never starts',
+    addressPrefix: '127.114',
+    spec: { replicas: 1, provider: { provisioningDelay: '3s' }, remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the member that cannot start is removed and its machine replaced',
+    async act(s) {
+      const scale = s.background(['scale', s.cluster, '--replicas', '3']);
+      const victim = await waitFor('a provisioning machine', () => s.machineNames().find((n) => n !== 'chaos-1' && existsSync(join(s.machineDir(n), 'machine.json'))));
+      const { address } = JSON.parse(readFileSync(join(s.machineDir(victim), 'machine.json'), 'utf8')) as { address: string };
+      // Someone else holds the member's client port: etcd exits at start.
+      const blocker: Server = createServer();
+      await new Promise<void>((resolve) => blocker.listen(2379, address, resolve));
+      try {
+        const run = await scale.done;
+        return { run, expectationMet: !s.machineNames().includes(victim) };
+      } finally {
+        blocker.close();
+      }
+    },
+  },
+  {
+    name: 'etcd NOSPACE alarm on the cluster',
+    addressPrefix: '127.115',
+    spec: { replicas: 1, etcd: { quotaBackendBytes: 16 * 1024 * 1024 } },
+    converges: false,
+    expectation: 'no member is added while the alarm is raised, and status names the alarm',
+    async act(s) {
+      const kv = kvClientFor(s.access);
+      const big = 'x'.repeat(256 * 1024);
+      try {
+        for (let i = 0; i < 200; i++) await kv.put(`/fill/${String(i)}`).value(big);
+      } catch {
+        // NOSPACE: the quota is full, which is the point.
+      } finally {
+        kv.close();
+      }
+      const run = await s.env.run(['scale', s.cluster, '--replicas', '3', '--timeout', '15s', '-o', 'json']);
+      const admin = adminFor(s.access);
+      try {
+        const members = await admin.memberList(s.access.endpoints);
+        return { run, expectationMet: members.length === 1 && run.stderr.includes('AlarmActive') };
+      } finally {
+        await admin.close();
+      }
+    },
+  },
+  {
+    name: 'two voters killed in a five-member cluster',
+    addressPrefix: '127.116',
+    spec: { replicas: 5, remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'both are replaced, one membership change at a time',
+    async act(s) {
+      const leader = await s.leader();
+      const victims = s.machineNames().filter((n) => n !== leader).slice(0, 2);
+      for (const v of victims) s.kill(v);
+      const run = await s.fastplane(['up', '--name', s.cluster]);
+      return { run, expectationMet: victims.every((v) => !s.machineNames().includes(v)) };
+    },
+  },
+  {
+    name: 'SIGKILL of fastplane mid-rollout',
+    addressPrefix: '127.117',
+    spec: { replicas: 3, version: '3.4.23' },
+    converges: true,
+    expectation: 'the next run finishes the rollout: every member at 3.5.16',
+    async act(s) {
+      const rollout = s.background(['rollout', s.cluster, '--version', '3.5.16']);
+      await waitFor('the first upgraded voter', () => (s.env.machines(s.cluster).some((m) => m.version === '3.5.16' && m.phase === 'Voter') ? true : undefined));
+      rollout.child.kill('SIGKILL');
+      await rollout.done;
+      const run = await s.fastplane(['up', '--name', s.cluster]);
+      const doc = converged(run) ? (JSON.parse(run.stdout) as ControlPlaneStatusDocument) : undefined;
+      return { run, expectationMet: doc?.status.machines.every((m) => m.version === '3.5.16') === true };
+    },
+  },
+  {
+    name: 'a removal answered with "server stopped"',
+    addressPrefix: '127.118',
+    spec: { replicas: 3 },
+    converges: true,
+    expectation: 'the removal is confirmed with a member list, not retried',
+    async act(s) {
+      const run = await s.fastplane(['scale', s.cluster, '--replicas', '1'], { FASTPLANE_INJECT_FAULTS: 'remove-answers-server-stopped' });
+      const removals = s.env.events(s.cluster).filter((e) => e.action === 'RemoveMember');
+      const done = removals.filter((e) => e.outcome === 'Succeeded').length;
+      const misread = removals.some((e) => e.outcome === 'Failed' && e.message.includes('server stopped'));
+      return { run, expectationMet: done === 2 && !misread };
+    },
+  },
+  {
+    name: 'scale down with a dead leader',
+    addressPrefix: '127.119',
+    spec: { replicas: 5, remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the dead leader is the first victim; a new leader is elected and quorum holds',
+    async act(s) {
+      const leader = await s.leader();
+      s.kill(leader);
+      const run = await s.fastplane(['scale', s.cluster, '--replicas', '3']);
+      return { run, expectationMet: !s.machineNames().includes(leader) };
+    },
+  },
+  {
+    name: 'a voter frozen (SIGSTOP) during a scale-up',
+    addressPrefix: '127.120',
+    spec: { replicas: 3, remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the join gate holds while the voter is frozen; the frozen voter is remediated',
+    async act(s) {
+      const leader = await s.leader();
+      const frozen = s.machineNames().find((n) => n !== leader) ?? '';
+      s.kill(frozen, 'SIGSTOP');
+      const scale = s.background(['scale', s.cluster, '--replicas', '5']);
+      // Frozen until fastplane has seen it unhealthy for longer than unhealthyAfter (3 s).
+      await waitFor('fastplane to notice the frozen voter', () => (s.env.machines(s.cluster).find((m) => m.name === frozen)?.unhealthySince !== undefined ? true : undefined));
+      await sleep(5000);
+      s.kill(frozen, 'SIGCONT');
+      const run = await scale.done;
+      const held = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === frozen);
+      return { run, expectationMet: held && !s.machineNames().includes(frozen) };
+    },
+  },
+  {
+    name: 'kill a voter during a rollout',
+    addressPrefix: '127.121',
+    spec: { replicas: 3, version: '3.4.23', remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the dead voter is remediated and the rollout completes',
+    async act(s) {
+      const rollout = s.background(['rollout', s.cluster, '--version', '3.5.16']);
+      await waitFor('the first upgraded voter', () => (s.env.machines(s.cluster).some((m) => m.version === '3.5.16' && m.phase === 'Voter') ? true : undefined));
+      const leader = await s.leader();
+      const victim = s.env.machines(s.cluster).find((m) => m.version === '3.4.23' && m.name !== leader && m.phase === 'Voter')?.name;
+      if (victim !== undefined) s.kill(victim);
+      const run = await rollout.done;
+      const doc = converged(run) ? (JSON.parse(run.stdout) as ControlPlaneStatusDocument) : undefined;
+      return { run, expectationMet: victim !== undefined && doc?.status.machines.every((m) => m.version === '3.5.16') === true };
+    },
+  },
+];
+
+/** Runs one scenario end to end with the continuous writer; cleans up every process it started. */
+export async function runScenario(scenario: ChaosScenario): Promise<ScenarioResult> {
+  const env = new CliEnv(scenario.addressPrefix);
+  try {
+    let s: ScenarioRun;
+    if (scenario.spec) {
+      const up = await env.run(['up', '-f', manifestFile(env, scenario.spec), '--timeout', '90s', '-o', 'json']);
+      if (up.code !== 0) throw new Error(`setup failed: ${up.stderr.slice(-500)}`);
+      s = new ScenarioRun(env, (JSON.parse(up.stdout) as ControlPlaneStatusDocument).status);
+      s.startWriter();
+    } else {
+      s = new ScenarioRun(env, { endpoints: [] });
+    }
+    const started = Date.now();
+    let outcome: { run: CliRun; expectationMet: boolean };
+    try {
+      outcome = await scenario.act(s);
+    } finally {
+      await s.writer?.stop();
+    }
+    const seconds = (Date.now() - started) / 1000;
+    const finalDoc = await s.status();
+    const report = s.writer ? await s.writer.verify(finalDoc.status) : { writesAcked: 0, writesFailed: 0, ackedButLost: 0, longestOutageMs: 0 };
+    return {
+      name: scenario.name,
+      converged: converged(outcome.run),
+      seconds,
+      ...report,
+      expectation: scenario.expectation,
+      expectationMet: outcome.expectationMet,
+      detail: outcome.run.stderr.split('\n').slice(-25).join('\n'),
+    };
+  } finally {
+    env.cleanup();
+  }
+}
