@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { AlarmAction, AlarmType, Etcd3, type IMember, type IOptions } from 'etcd3';
 import { noop } from 'cockatiel';
 import {
@@ -7,6 +8,7 @@ import {
   type EtcdErrorKind,
   type EtcdMember,
   type EtcdMemberStatus,
+  type TlsFiles,
 } from '../ports/etcd-admin.ts';
 
 /**
@@ -48,11 +50,24 @@ export function classifyEtcdError(error: unknown): EtcdAdminError {
   return new EtcdAdminError(kind, message);
 }
 
+/** A client certificate and the CA to trust, as the etcd3 package takes them. */
+export type TlsCredentials = NonNullable<IOptions['credentials']>;
+
+/** Reads TLS credentials from PEM files. */
+export function readTlsCredentials(files: TlsFiles): TlsCredentials {
+  return { rootCertificate: readFileSync(files.caFile), certChain: readFileSync(files.certFile), privateKey: readFileSync(files.keyFile) };
+}
+
 export interface Etcd3AdminOptions {
   /** Deadline of every call but status, in ms (default 3000). */
   callTimeoutMs?: number;
   /** Deadline of status, in ms (default 1000): observing many members must stay quick. */
   statusTimeoutMs?: number;
+  /**
+   * The client credentials of a TLS cluster; without them, plain http. Asked for when a connection
+   * opens: a new cluster's certificates exist only once its first machine does.
+   */
+  credentials?: () => TlsCredentials;
 }
 
 /**
@@ -98,16 +113,18 @@ export class Etcd3Admin implements EtcdAdmin {
   private readonly clients = new Map<string, Etcd3>();
   private readonly callTimeoutMs: number;
   private readonly statusTimeoutMs: number;
+  private readonly credentials: (() => TlsCredentials) | undefined;
 
   constructor(options: Etcd3AdminOptions = {}) {
     this.callTimeoutMs = options.callTimeoutMs ?? 3000;
     this.statusTimeoutMs = options.statusTimeoutMs ?? 1000;
+    this.credentials = options.credentials;
   }
 
   private client(endpoint: string): Etcd3 {
     let client = this.clients.get(endpoint);
     if (!client) {
-      client = new Etcd3(clientOptions([endpoint], this.callTimeoutMs));
+      client = new Etcd3(clientOptions([endpoint], { callTimeoutMs: this.callTimeoutMs, credentials: this.credentials?.() }));
       this.clients.set(endpoint, client);
     }
     return client;
@@ -209,9 +226,17 @@ export class Etcd3Admin implements EtcdAdmin {
   }
 }
 
-function clientOptions(hosts: string[], callTimeoutMs: number): IOptions {
+export interface KvClientOptions {
+  /** Deadline of every call, in ms (default 3000). */
+  callTimeoutMs?: number;
+  /** Client credentials of a TLS cluster; without them, plain http. */
+  credentials?: TlsCredentials | undefined;
+}
+
+function clientOptions(hosts: string[], { callTimeoutMs = 3000, credentials }: KvClientOptions): IOptions {
   return {
     hosts,
+    ...(credentials === undefined ? {} : { credentials }),
     faultHandling: { global: noop, host: () => noop },
     // grpc-js backs off reconnects up to minutes; a member that was down when first asked (a learner
     // still starting) would then look unreachable for seconds after it came up.
@@ -222,6 +247,6 @@ function clientOptions(hosts: string[], callTimeoutMs: number): IOptions {
 }
 
 /** A plain key-value client (tests write and read keys); the same no-retry policy and deadline. */
-export function openKvClient(endpoints: readonly string[], callTimeoutMs = 3000): Etcd3 {
-  return new Etcd3(clientOptions([...endpoints], callTimeoutMs));
+export function openKvClient(endpoints: readonly string[], options: KvClientOptions = {}): Etcd3 {
+  return new Etcd3(clientOptions([...endpoints], options));
 }

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync, readFileSync, readdirSync } from 'node:fs';
-import { mkdir, open, readFile, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -9,15 +9,21 @@ import type { DurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { systemClock, type Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
+import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
+import { clientTlsFiles, issueMemberCertificates, memberTlsFiles } from './local-pki.ts';
+import { withLock, writeFileAtomic } from './state-files.ts';
 
 /**
  * Machines as local etcd processes (DESIGN.md, "Local process provider"). A machine is a loopback
  * address `${addressPrefix}.${clusterSlot}.${ordinal}` with etcd on its standard ports 2379/2380, and a
- * folder `${stateDir}/clusters/<cluster>/machines/<name>/` holding `machine.json`, `data/` and
+ * folder `${stateDir}/clusters/<cluster>/machines/<name>/` holding `machine.json`, `data/`, `pki/` and
  * `etcd.log`. Everything the provider knows is in those files, so any later CLI process picks up where
  * the last one stopped: provisioning and deletion are deadlines in the file, not timers, and etcd runs
  * detached, tracked by PID.
+ *
+ * Members use mutual TLS (https client and peer URLs, client certificates required on both ports)
+ * with the cluster's CA in `${stateDir}/clusters/<cluster>/pki/`, unless the provider is insecure.
  */
 
 const CLIENT_PORT = 2379;
@@ -40,6 +46,8 @@ export interface LocalProcessProviderOptions {
   /** How long a member gets to exit after SIGTERM before SIGKILL (default 10 s). */
   stopGraceMs?: number;
   snapshotCount?: number;
+  /** Plain http and no certificates for the machines it creates (debugging only); default false. */
+  insecure?: boolean;
 }
 
 interface MachineFile {
@@ -130,13 +138,8 @@ function versionAtLeast(version: string, major: number, minor: number): boolean 
   return maj > major || (maj === major && min >= minor);
 }
 
-let tmpCounter = 0;
-
-/** Write to a temporary file, then rename: a crash never leaves a half-written state file. */
-async function writeJsonAtomic(path: string, value: unknown): Promise<void> {
-  const tmp = `${path}.${String(process.pid)}.${String(++tmpCounter)}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(value, null, 2)}\n`);
-  await rename(tmp, path);
+function writeJsonAtomic(path: string, value: unknown): Promise<void> {
+  return writeFileAtomic(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 
 export class LocalProcessProvider implements InfraProvider {
@@ -149,6 +152,7 @@ export class LocalProcessProvider implements InfraProvider {
   private readonly findBinary: (version: string) => string;
   private readonly stopGraceMs: number;
   private readonly snapshotCount: number;
+  private readonly insecure: boolean;
 
   constructor(options: LocalProcessProviderOptions) {
     this.stateDir = options.stateDir;
@@ -160,6 +164,7 @@ export class LocalProcessProvider implements InfraProvider {
     this.findBinary = options.findBinary ?? findEtcdBinary;
     this.stopGraceMs = options.stopGraceMs ?? 10_000;
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
+    this.insecure = options.insecure ?? false;
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -177,18 +182,21 @@ export class LocalProcessProvider implements InfraProvider {
     await assertAddressFree(address, CLIENT_PORT);
     await assertAddressFree(address, PEER_PORT);
     const createdAt = this.clock.now();
+    const scheme = this.insecure ? 'http' : 'https';
     const machine: MachineFile = {
       cluster,
       name,
       ordinal,
       ...(request.failureDomain === undefined ? {} : { failureDomain: request.failureDomain }),
       address,
-      clientURL: `http://${address}:${String(CLIENT_PORT)}`,
-      peerURL: `http://${address}:${String(PEER_PORT)}`,
+      clientURL: `${scheme}://${address}:${String(CLIENT_PORT)}`,
+      peerURL: `${scheme}://${address}:${String(PEER_PORT)}`,
       createdAt,
       readyAt: createdAt + this.draw(this.provisioningDelay),
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true });
+    // Before machine.json: a machine on record always has its certificates.
+    if (!this.insecure) await issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address);
     await this.write(machine);
     return { ...this.infra(machine), state: 'Provisioning' };
   }
@@ -270,6 +278,11 @@ export class LocalProcessProvider implements InfraProvider {
     await this.withSlots((slots) => Object.fromEntries(Object.entries(slots).filter(([owner]) => owner !== cluster)));
   }
 
+  /** fastplane's client credentials for the cluster's members; undefined when insecure. */
+  clientTls(cluster: string): TlsFiles | undefined {
+    return this.insecure ? undefined : clientTlsFiles(this.pkiDir(cluster));
+  }
+
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */
   async machineNames(cluster: string): Promise<string[]> {
     const dir = join(this.clusterDir(cluster), 'machines');
@@ -295,19 +308,48 @@ export class LocalProcessProvider implements InfraProvider {
     if (launch.quotaBackendBytes !== undefined) args.push('--quota-backend-bytes', String(launch.quotaBackendBytes));
     // 3.4 defaults to the deprecated capnslog logger and warns about it; 3.5 already logs with zap.
     if (!versionAtLeast(launch.version, 3, 5)) args.push('--logger', 'zap', '--log-outputs', 'stderr');
+    // The machine's URLs, fixed at creation, say whether it was created with certificates.
+    if (machine.clientURL.startsWith('https:')) {
+      const tls = memberTlsFiles(this.pkiDir(machine.cluster), this.memberPkiDir(machine.cluster, machine.name));
+      args.push(
+        '--cert-file', tls.certFile,
+        '--key-file', tls.keyFile,
+        '--trusted-ca-file', tls.caFile,
+        '--client-cert-auth',
+        '--peer-cert-file', tls.peerCertFile,
+        '--peer-key-file', tls.peerKeyFile,
+        '--peer-trusted-ca-file', tls.caFile,
+        '--peer-client-cert-auth',
+      );
+    }
     return args;
+  }
+
+  /**
+   * A machine whose folder holds a `provisioning-failed` file is reported Failed with the file's text,
+   * the way a cloud API reports a failed instance: how users and chaos tests simulate that failure.
+   */
+  private provisioningFailure(machine: MachineFile): string | undefined {
+    const marker = join(this.machineDir(machine.cluster, machine.name), 'provisioning-failed');
+    if (!existsSync(marker)) return undefined;
+    return readFileSync(marker, 'utf8').trim() || 'provisioning failed';
   }
 
   private infra(machine: MachineFile): MachineInfra {
     const now = this.clock.now();
     const running = machine.pid !== undefined && isOurProcess(machine.pid, this.dataDir(machine.cluster, machine.name));
+    const failure = machine.deleting === true ? undefined : this.provisioningFailure(machine);
+    let state: MachineInfra['state'] = now >= machine.readyAt ? 'Provisioned' : 'Provisioning';
+    if (failure !== undefined) state = 'Failed';
+    if (machine.deleting === true) state = 'Deleting';
     return {
       name: machine.name,
       address: machine.address,
       clientURL: machine.clientURL,
       peerURL: machine.peerURL,
-      state: machine.deleting === true ? 'Deleting' : now >= machine.readyAt ? 'Provisioned' : 'Provisioning',
+      state,
       memberRunning: running,
+      ...(failure === undefined ? {} : { failureMessage: failure }),
       ...(machine.memberStartedAt === undefined ? {} : { memberStartedAt: machine.memberStartedAt }),
     };
   }
@@ -326,6 +368,14 @@ export class LocalProcessProvider implements InfraProvider {
 
   private dataDir(cluster: string, name: string): string {
     return join(this.machineDir(cluster, name), 'data');
+  }
+
+  private pkiDir(cluster: string): string {
+    return join(this.clusterDir(cluster), 'pki');
+  }
+
+  private memberPkiDir(cluster: string, name: string): string {
+    return join(this.machineDir(cluster, name), 'pki');
   }
 
   private async read(cluster: string, name: string): Promise<MachineFile | undefined> {
@@ -357,29 +407,10 @@ export class LocalProcessProvider implements InfraProvider {
   private async withSlots(update: (slots: Record<string, number>) => Record<string, number>): Promise<void> {
     const path = join(this.stateDir, 'provider', 'slots.json');
     await mkdir(dirname(path), { recursive: true });
-    const release = await lock(`${path}.lock`);
-    try {
+    await withLock(`${path}.lock`, async () => {
       const slots = existsSync(path) ? (JSON.parse(await readFile(path, 'utf8')) as Record<string, number>) : {};
       await writeJsonAtomic(path, update(slots));
-    } finally {
-      await release();
-    }
-  }
-}
-
-/** An exclusive lock file; one left by a crashed process is broken after 10 s. */
-async function lock(path: string): Promise<() => Promise<void>> {
-  for (;;) {
-    try {
-      const handle = await open(path, 'wx');
-      await handle.close();
-      return () => rm(path, { force: true });
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const age = await stat(path).then((info) => Date.now() - info.mtimeMs, () => 0);
-      if (age > 10_000) await rm(path, { force: true });
-      else await sleep(20);
-    }
+    });
   }
 }
 

@@ -28,6 +28,8 @@ const ProviderSchema = z
       .array(z.string().regex(DNS_LABEL, { error: 'must be a DNS label' }))
       .refine((list) => new Set(list).size === list.length, { error: 'must not repeat a failure domain' })
       .default([]),
+    // Debugging only: plain http without certificates. Fixed when the control plane is created.
+    insecure: z.boolean({ error: 'must be true or false' }).default(false),
   })
   .strict();
 

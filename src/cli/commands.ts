@@ -21,7 +21,7 @@ import { explain, render, type OutputFormat } from './render.ts';
 
 export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4 } as const;
 
-const OUTCOME_EXIT: Record<RunOutcome, number> = { Converged: EXIT.converged, Blocked: EXIT.blocked, DeadlineExceeded: EXIT.deadline };
+export const OUTCOME_EXIT: Record<RunOutcome, number> = { Converged: EXIT.converged, Blocked: EXIT.blocked, DeadlineExceeded: EXIT.deadline };
 
 export interface SpecFlags {
   file?: string;
@@ -30,6 +30,7 @@ export interface SpecFlags {
   version?: string;
   strategy?: string;
   provisioningDelay?: string;
+  insecure?: boolean;
 }
 
 export interface RunFlags {
@@ -42,7 +43,7 @@ export function parseOutput(text: string): OutputFormat {
   throw new InvalidInputError([`-o: must be table, json or yaml, got ${text}`]);
 }
 
-function parseTimeout(text: string): number {
+export function parseTimeout(text: string): number {
   const ms = parseDuration(text);
   if (ms === undefined || ms <= 0) throw new InvalidInputError([`--timeout: must be a positive duration such as 90s or 10m, got ${text}`]);
   return ms;
@@ -70,6 +71,7 @@ export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane
     base = ctx.store.getControlPlane(flags.name)?.manifest ?? defaultControlPlane(flags.name);
   }
   const spec: Record<string, unknown> = { ...base.spec };
+  const provider: Record<string, unknown> = { ...base.spec.provider };
   if (flags.replicas !== undefined) spec.replicas = parseReplicas(flags.replicas);
   if (flags.version !== undefined) spec.version = flags.version;
   if (flags.strategy !== undefined) spec.scaleUp = { ...base.spec.scaleUp, strategy: flags.strategy };
@@ -77,9 +79,18 @@ export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane
     if (parseDurationRange(flags.provisioningDelay) === undefined) {
       throw new InvalidInputError([`--provisioning-delay: must be a duration (8s) or a range (3s-8s), got ${flags.provisioningDelay}`]);
     }
-    spec.provider = { ...base.spec.provider, provisioningDelay: flags.provisioningDelay };
+    provider.provisioningDelay = flags.provisioningDelay;
   }
-  const manifest = validateControlPlane({ ...base, spec });
+  if (flags.insecure === true) provider.insecure = true;
+  const manifest = validateControlPlane({ ...base, spec: { ...spec, provider } });
+  // Members' URLs and certificates are fixed when their machines are created: http and https
+  // members cannot form one cluster.
+  const stored = ctx.store.getControlPlane(manifest.metadata.name)?.manifest;
+  if (stored !== undefined && stored.spec.provider.insecure !== manifest.spec.provider.insecure) {
+    throw new InvalidInputError([
+      `spec.provider.insecure: cannot change on an existing control plane (it is ${String(stored.spec.provider.insecure)}); run fastplane down ${manifest.metadata.name} first`,
+    ]);
+  }
   // A version without a binary fails here, before anything is recorded or started.
   findEtcdBinary(manifest.spec.version);
   return manifest;
@@ -93,7 +104,53 @@ async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStat
   const now = Date.now();
   const decision = plan(toPlannerSpec(cp.manifest), observed, now);
   const conditions = recordConditions(ctx.store, name, decision.conditions, now);
-  return buildStatus(cp, ctx.store.listMachines(name), observed, decision, conditions);
+  return buildStatus(cp, ctx.store.listMachines(name), observed, decision, conditions, ctx.provider(cp.manifest).clientTls(name));
+}
+
+/** How one reconcile of a spec ended, with wall-clock times for `bench`. */
+export interface ReconcileRun {
+  outcome: RunOutcome;
+  /** When the spec was applied (ms since the epoch). */
+  startedAt: number;
+  /** When the last pass observed the result: for Converged, the moment every voter was seen healthy. */
+  settledAt: number;
+  passes: number;
+}
+
+/**
+ * Applies the spec and reconciles until converged, blocked or the deadline, with progress on stderr.
+ * The one reconcile path behind up, scale, rollout and bench, so a benchmark measures exactly what
+ * users run.
+ */
+export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane, timeoutMs: number): Promise<ReconcileRun> {
+  const name = manifest.metadata.name;
+  if (manifest.spec.provider.insecure) {
+    process.stderr.write(`warning: control plane ${name} runs without TLS (spec.provider.insecure): anyone who can reach its addresses can read and change etcd; for debugging only\n`);
+  }
+  const isNew = ctx.store.getControlPlane(name) === undefined;
+  const startedAt = Date.now();
+  applyControlPlane(ctx.store, manifest, startedAt);
+  const progress = progressFor();
+  const deps = ctx.deps(manifest, (event) => {
+    progress.onEvent(event);
+  });
+  let settledAt = startedAt;
+  try {
+    const result = await progress.run(`Reconciling control plane ${name} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`, () =>
+      runUntilSettled(deps, {
+        deadline: startedAt + timeoutMs,
+        onPass: (pass) => {
+          settledAt = pass.now;
+          progress.onPass(pass);
+        },
+      }),
+    );
+    return { outcome: result.outcome, startedAt, settledAt, passes: result.passes };
+  } catch (error) {
+    // Bad input found while acting (a taken address): leave nothing behind for a new control plane.
+    if (error instanceof InvalidInputError && isNew) await destroyControlPlane(ctx, manifest);
+    throw error;
+  }
 }
 
 /** Applies the spec and reconciles until converged, blocked or the deadline; prints the final status. */
@@ -101,31 +158,7 @@ export async function reconcileAndReport(ctx: CliContext, manifest: ControlPlane
   const format = parseOutput(flags.output);
   const timeoutMs = parseTimeout(flags.timeout);
   const name = manifest.metadata.name;
-  const isNew = ctx.store.getControlPlane(name) === undefined;
-  applyControlPlane(ctx.store, manifest, Date.now());
-  const progress = progressFor();
-  const deps = ctx.deps(manifest, (event) => {
-    progress.onEvent(event);
-  });
-  let outcome: RunOutcome;
-  try {
-    const result = await progress.run(`Reconciling control plane ${name} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`, () =>
-      runUntilSettled(deps, {
-        deadline: Date.now() + timeoutMs,
-        onPass: (pass) => {
-          progress.onPass(pass);
-        },
-      }),
-    );
-    outcome = result.outcome;
-  } catch (error) {
-    // Bad input found while acting (a taken address): leave nothing behind for a new control plane.
-    if (error instanceof InvalidInputError && isNew) {
-      await ctx.provider(manifest).destroyCluster(name);
-      ctx.store.deleteControlPlane(name);
-    }
-    throw error;
-  }
+  const { outcome } = await reconcileManifest(ctx, manifest, timeoutMs);
   const doc = await statusOf(ctx, name);
   process.stdout.write(`${render(doc, format)}\n`);
   if (outcome !== 'Converged') process.stderr.write(`${explain(doc)}\n`);
@@ -165,10 +198,15 @@ export async function statusCommand(ctx: CliContext, name: string | undefined, f
   return EXIT.converged;
 }
 
-export async function downCommand(ctx: CliContext, name: string): Promise<number> {
-  const manifest = storedManifest(ctx, name);
+/** Stops every member of a control plane by PID and deletes its machines and records. */
+export async function destroyControlPlane(ctx: CliContext, manifest: ControlPlane): Promise<void> {
+  const name = manifest.metadata.name;
   await ctx.provider(manifest).destroyCluster(name);
   ctx.store.deleteControlPlane(name);
+}
+
+export async function downCommand(ctx: CliContext, name: string): Promise<number> {
+  await destroyControlPlane(ctx, storedManifest(ctx, name));
   const left = existsSync(join(ctx.stateDir, 'clusters', name));
   process.stdout.write(`control plane ${name} deleted: every member process stopped${left ? '' : ' and every data dir removed'}\n`);
   return EXIT.converged;

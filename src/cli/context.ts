@@ -4,13 +4,14 @@ import { join, resolve } from 'node:path';
 import { pino, type Logger } from 'pino';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
-import { Etcd3Admin } from '../adapters/etcd3-admin.ts';
+import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
 import { LocalProcessProvider } from '../adapters/local-process-provider.ts';
 import { SqliteStateStore } from '../adapters/sqlite-state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { ExecutorDeps } from '../executor/execute.ts';
 import { failpointsFromEnv } from '../executor/failpoints.ts';
+import { withInjectedFaults } from '../adapters/fault-injecting-etcd-admin.ts';
 import { systemClock } from '../ports/clock.ts';
 
 export interface GlobalOptions {
@@ -26,8 +27,9 @@ export function resolveStateDir(options: GlobalOptions): string {
 /** Everything a command needs, opened once and closed once. */
 export class CliContext {
   readonly store: SqliteStateStore;
-  readonly etcd = new Etcd3Admin();
   readonly log: Logger;
+  /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
+  private readonly admins = new Map<string, Etcd3Admin>();
 
   constructor(readonly stateDir: string, logLevel = 'info') {
     mkdirSync(stateDir, { recursive: true });
@@ -37,7 +39,7 @@ export class CliContext {
 
   /** The local provider with the control plane's own provider settings. */
   provider(manifest: ControlPlane): LocalProcessProvider {
-    const { provisioningDelay, deletionDelay } = manifest.spec.provider;
+    const { provisioningDelay, deletionDelay, insecure } = manifest.spec.provider;
     return new LocalProcessProvider({
       stateDir: this.stateDir,
       // Separate address ranges let several state dirs (tests, demos) run side by side.
@@ -45,13 +47,27 @@ export class CliContext {
       provisioningDelay: parseDurationRange(provisioningDelay) ?? { minMs: 0, maxMs: 0 },
       deletionDelay: parseDurationRange(deletionDelay) ?? { minMs: 0, maxMs: 0 },
       findBinary: findEtcdBinary,
+      insecure,
     });
+  }
+
+  /** The control plane's etcd client, presenting fastplane's client certificate unless insecure. */
+  etcd(manifest: ControlPlane): Etcd3Admin {
+    const name = manifest.metadata.name;
+    let admin = this.admins.get(name);
+    if (!admin) {
+      const tls = this.provider(manifest).clientTls(name);
+      admin = new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+      this.admins.set(name, admin);
+    }
+    return admin;
   }
 
   deps(manifest: ControlPlane, notify?: (event: EventRecord) => void): ExecutorDeps {
     const deps: ExecutorDeps = {
       cluster: manifest.metadata.name,
-      etcd: this.etcd,
+      // Tests may ask for etcd answers that are hard to provoke (FASTPLANE_INJECT_FAULTS).
+      etcd: withInjectedFaults(this.etcd(manifest)),
       provider: this.provider(manifest),
       store: this.store,
       clock: systemClock,
@@ -65,7 +81,7 @@ export class CliContext {
   }
 
   async close(): Promise<void> {
-    await this.etcd.close();
+    await Promise.all([...this.admins.values()].map((admin) => admin.close()));
     this.store.close();
     this.log.flush();
   }

@@ -1,8 +1,10 @@
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
 import { LeaseHeldError } from '../reconciler/run.ts';
+import { benchCommand } from './bench.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
+import { reportCommand } from './report.ts';
 
 const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
 const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
@@ -50,6 +52,7 @@ export function buildProgram(): Command {
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .option('--strategy <strategy>', 'parallel (default) or serial (like Cluster API KCP)')
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 8s or a range 3s-8s')
+    .option('--insecure', 'debugging only: plain http, no TLS certificates (anyone who can reach the addresses can use etcd); fixed at creation')
     .addOption(timeout())
     .addOption(output())
     .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, (ctx) => upCommand(ctx, flags)));
@@ -82,6 +85,24 @@ export function buildProgram(): Command {
     .description('stop every member of a control plane and delete its machines and records')
     .action(async (name: string) => withContext(program, (ctx) => downCommand(ctx, name)));
 
+  program
+    .command('bench')
+    .description('bring the same control plane up with serial (KCP) and parallel on real etcd and compare')
+    .option('--replicas <n>', 'number of members (odd, 3..9)', '5')
+    .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 30s or a range 20s-40s', '30s')
+    .option('--preload <size>', 'write this many bytes of keys (e.g. 100MB) before the joins')
+    .option('--runs <n>', 'serial/parallel pairs, alternating which goes first', '1')
+    .option('--version <version>', 'etcd version, e.g. 3.4.23')
+    .addOption(timeout())
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, (ctx) => benchCommand(ctx, flags)));
+
+  program
+    .command('report <name>')
+    .description('write a self-contained HTML timeline of a control plane (and the last bench comparison)')
+    .option('--out <file>', 'where to write it (default <state dir>/reports/<name>.html)')
+    .action(async (name: string, flags: { out?: string }) => withContext(program, (ctx) => Promise.resolve(reportCommand(ctx, name, flags))));
+
   return program;
 }
 
@@ -99,4 +120,7 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
+// grpc-js gives TLS the member's IP address as server name, which Node deprecates (DEP0123,
+// grpc/grpc-node#1919) while still checking the certificate against that IP: noise to a CLI user.
+process.noDeprecation = true;
 await main(process.argv);

@@ -18,6 +18,9 @@ import type {
 } from './types.ts';
 import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, phaseOf, statusErrors, type ClusterView } from './view.ts';
 
+/** Least time between two starts of an init member that keeps exiting (a single member starts in 1-2 s). */
+export const INIT_RESTART_BACKOFF_MS = 2000;
+
 /** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
 export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
 
@@ -382,7 +385,14 @@ function membership(step: Step): MembershipAction | undefined {
   if (!view.membersKnown) {
     const init = observed.machines.find((m) => nameOf(m) === observed.initMachine);
     if (init?.infra?.state === 'Provisioned' && !init.infra.memberRunning && !isGone(step, init)) {
-      return { kind: 'StartMember', machine: nameOf(init), initialClusterState: 'new', reason: 'RestartInitMember' };
+      // An init member that exits right after each start is not respawned in a tight loop (the
+      // requeue after an action is 0 ms): one start per INIT_RESTART_BACKOFF_MS.
+      const startedAt = init.infra.memberStartedAt;
+      if (startedAt === undefined || view.now - startedAt >= INIT_RESTART_BACKOFF_MS) {
+        return { kind: 'StartMember', machine: nameOf(init), initialClusterState: 'new', reason: 'RestartInitMember' };
+      }
+      step.waits.push({ code: 'InitMemberRestarting', message: `init member ${nameOf(init)} exited ${String(view.now - startedAt)} ms after its last start; restarting it once ${String(INIT_RESTART_BACKOFF_MS)} ms have passed`, machine: nameOf(init) });
+      return undefined;
     }
     step.waits.push({ code: 'MemberListUnavailable', message: `cannot read the etcd member list: ${observed.members.ok ? '' : observed.members.error}` });
     return undefined;

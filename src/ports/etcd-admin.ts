@@ -26,6 +26,13 @@ export interface EtcdMemberStatus {
   errors: string[];
 }
 
+/** A TLS cluster's client credentials as PEM files: what `etcdctl --cacert --cert --key` takes. */
+export interface TlsFiles {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+}
+
 export type EtcdAlarmKind = 'NOSPACE' | 'CORRUPT';
 
 export interface EtcdAlarm {

@@ -1,6 +1,7 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, MachineRecord, StoredCondition } from '../domain/machine.ts';
 import type { Condition, Decision, Observed } from '../planner/types.ts';
+import type { TlsFiles } from '../ports/etcd-admin.ts';
 import type { StateStore } from '../ports/state-store.ts';
 
 /** The `status -o json` contract (DESIGN.md "CLI contract"). Times are ISO-8601, member IDs decimal strings. */
@@ -30,7 +31,8 @@ export interface ControlPlaneStatusDocument {
       phaseTimes: Record<string, string>;
     }[];
     waits: { code: string; message: string }[];
-    tls?: { caFile: string; certFile: string; keyFile: string };
+    /** Client credentials of a TLS cluster, for etcdctl. */
+    tls?: TlsFiles;
   };
 }
 
@@ -79,7 +81,14 @@ function machineEntry(record: MachineRecord): ControlPlaneStatusDocument['status
 }
 
 /** Builds the status document from records plus one observation and its decision. */
-export function buildStatus(cp: ControlPlaneRecord, machines: MachineRecord[], observed: Observed, decision: Decision, conditions: StoredCondition[]): ControlPlaneStatusDocument {
+export function buildStatus(
+  cp: ControlPlaneRecord,
+  machines: MachineRecord[],
+  observed: Observed,
+  decision: Decision,
+  conditions: StoredCondition[],
+  tls: TlsFiles | undefined,
+): ControlPlaneStatusDocument {
   const members = observed.members.ok ? observed.members.list : [];
   const voters = members.filter((m) => !m.isLearner);
   const healthy = voters.filter((m) => m.status?.ok === true && m.status.status.errors.length === 0 && m.status.status.leaderId !== '0');
@@ -100,6 +109,7 @@ export function buildStatus(cp: ControlPlaneRecord, machines: MachineRecord[], o
       conditions: conditions.map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message, lastTransitionTime: iso(c.lastTransitionTime) })),
       machines: [...machines].sort((a, b) => a.ordinal - b.ordinal).map(machineEntry),
       waits: decision.waits.map((w) => ({ code: w.code, message: w.message })),
+      ...(tls === undefined ? {} : { tls }),
     },
   };
 }

@@ -104,8 +104,17 @@ export interface ModelClusterSnapshot {
   machines: { name: string; state: MachineInfra['state']; running: boolean; started: boolean; version: string; memberId?: string }[];
 }
 
+/**
+ * etcd's refusal, as a client would receive it. Refusals are the model's bread and butter (every poll
+ * during the 5 s rule or a catch-up gets one) and come from a remote server, so no stack is captured:
+ * it would cost more than the rest of the call and show nothing.
+ */
 function fail(kind: EtcdErrorKind, message: string): never {
-  throw new EtcdAdminError(kind, message);
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  const error = new EtcdAdminError(kind, message);
+  Error.stackTraceLimit = limit;
+  throw error;
 }
 
 const peerURLOf = (machine: ModelMachine): string => `http://${machine.address}:2380`;
@@ -468,16 +477,17 @@ export class ModelWorld {
 
   /** The first endpoint that answers; learners refuse every cluster and maintenance call but status. */
   private voterEndpoint(endpoints: readonly string[]): { state: ModelCluster; member: ModelMember } {
-    let lastError: unknown = new EtcdAdminError('Unreachable', 'no endpoints given');
+    let lastError: Error | undefined;
     for (const url of endpoints) {
       try {
         const reached = this.endpoint(url);
         if (reached.member.isLearner) fail('LearnerRpc', 'etcdserver: rpc not supported for learner');
         return reached;
       } catch (error) {
-        lastError = error;
+        lastError = error instanceof Error ? error : new Error(String(error));
       }
     }
+    if (lastError === undefined) fail('Unreachable', 'no endpoints given');
     throw lastError;
   }
 
@@ -656,12 +666,6 @@ export class ModelWorld {
   healthyVoterCount(owner: string): number {
     const state = this.currentCluster(owner);
     return state ? this.runningVoters(state).length : 0;
-  }
-
-  /** Whether the current cluster has a quorum of running voters and an elected leader. */
-  hasLeader(owner: string): boolean {
-    const state = this.currentCluster(owner);
-    return state !== undefined && this.currentLeader(state) !== undefined;
   }
 
   /** Members and machines of a provider cluster as they really are. */

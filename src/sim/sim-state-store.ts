@@ -13,8 +13,9 @@ import type { StateStore } from '../ports/state-store.ts';
 function copy<T>(value: T): T {
   if (typeof value !== 'object' || value === null) return value;
   if (Array.isArray(value)) return value.map((item: unknown) => copy(item)) as T;
+  const source = value as Record<string, unknown>;
   const out: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) out[key] = copy(item);
+  for (const key in source) out[key] = copy(source[key]);
   return out as T;
 }
 

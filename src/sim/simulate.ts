@@ -1,6 +1,5 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
-import { MemoryStateStore } from '../adapters/memory-state-store.ts';
 import { FailpointCrash, type FailpointName } from '../executor/failpoints.ts';
 import type { ExecutorDeps } from '../executor/execute.ts';
 import { applyControlPlane } from '../reconciler/apply.ts';
@@ -8,6 +7,7 @@ import { runUntilSettled, type RunOptions, type RunResult } from '../reconciler/
 import { ModelEtcdAdmin, ModelProvider } from './model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld, type ModelTimings } from './model-world.ts';
 import { seededRandom } from './random.ts';
+import { SimStateStore } from './sim-state-store.ts';
 import { VirtualClock } from './virtual-clock.ts';
 
 export interface SimulationOptions {
@@ -20,6 +20,14 @@ export interface SimulationOptions {
   restartDelayMs?: number;
   /** Safety gate grace before a run ends as Blocked (default 60 s). */
   blockedGraceMs?: number;
+}
+
+/** Passes in a row at one virtual instant before a run counts as a livelock. */
+export const LIVELOCK_PASSES = 1000;
+
+/** The controller loops without letting virtual time pass (a real controller would spin). */
+export class SimulationLivelock extends Error {
+  override readonly name = 'SimulationLivelock';
 }
 
 /**
@@ -47,9 +55,7 @@ export class Simulation {
   readonly clock = new VirtualClock(1_000_000);
   readonly random: () => number;
   readonly world: ModelWorld;
-  readonly store = new MemoryStateStore({ isHolderAlive: () => false });
-  /** The ports as the first controller incarnation sees them. */
-  readonly deps: ExecutorDeps;
+  readonly store = new SimStateStore();
   readonly cluster: string;
   /** Controller crashes so far (failpoints that fired). */
   crashes = 0;
@@ -74,8 +80,12 @@ export class Simulation {
     this.crashAt = options.crashAt;
     this.restartDelayMs = options.restartDelayMs ?? 1000;
     this.blockedGraceMs = options.blockedGraceMs ?? 60_000;
-    this.deps = this.depsFor(this.incarnation);
     applyControlPlane(this.store, manifest, this.clock.now());
+  }
+
+  /** The ports as the current controller incarnation sees them (a crash retires the previous ones). */
+  get deps(): ExecutorDeps {
+    return this.depsFor(this.incarnation);
   }
 
   /** Ports for one controller incarnation: they stop working once that incarnation has crashed. */
@@ -109,11 +119,22 @@ export class Simulation {
   async run(timeoutMs: number, onPass?: RunOptions['onPass']): Promise<RunResult & { crashes: number }> {
     const deadline = this.clock.now() + timeoutMs;
     let crashes = 0;
+    let frozenAt = Number.NaN;
+    let frozenPasses = 0;
+    // A pass that acts requeues at once; if virtual time never moves again the run would never end.
+    const watchedOnPass: NonNullable<RunOptions['onPass']> = (pass) => {
+      frozenPasses = pass.now === frozenAt ? frozenPasses + 1 : 0;
+      frozenAt = pass.now;
+      if (frozenPasses >= LIVELOCK_PASSES) {
+        const doing = [...pass.decision.machineActions.map((a) => a.kind), pass.decision.membershipAction?.kind ?? ''].filter(Boolean).join(', ');
+        throw new SimulationLivelock(`${String(LIVELOCK_PASSES)} passes without virtual time moving (still deciding: ${doing || 'nothing'})`);
+      }
+      onPass?.(pass);
+    };
     for (;;) {
       const deps = this.depsFor(this.incarnation);
       try {
-        const options: RunOptions = { deadline, withoutLease: true, blockedGraceMs: this.blockedGraceMs };
-        if (onPass) options.onPass = onPass;
+        const options: RunOptions = { deadline, withoutLease: true, blockedGraceMs: this.blockedGraceMs, onPass: watchedOnPass };
         return { ...(await runUntilSettled(deps, options)), crashes };
       } catch (error) {
         if (!(error instanceof FailpointCrash)) throw error;

@@ -27,7 +27,17 @@ do {
 } while (Date.now() < until);
 
 if (format === 'json') {
-  process.stdout.write(`${JSON.stringify({ scenarios: results.map(({ detail: _detail, ...r }) => r) }, null, 2)}\n`);
+  const scenarios = results.map((r) => ({
+    name: r.name,
+    converged: r.converged,
+    seconds: r.seconds,
+    writesAcked: r.writesAcked,
+    ackedButLost: r.ackedButLost,
+    longestOutageMs: r.longestOutageMs,
+    expectation: r.expectation,
+    expectationMet: r.expectationMet,
+  }));
+  process.stdout.write(`${JSON.stringify({ scenarios }, null, 2)}\n`);
 } else {
   for (const r of results) {
     process.stdout.write(

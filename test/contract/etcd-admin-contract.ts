@@ -140,8 +140,10 @@ export function defineEtcdAdminContract(label: string, setup: () => Promise<Cont
       return { infra, id: member.id, token: cluster.token };
     }
 
+    /** Resolves once the promoted member has applied its promotion too (it refuses voter RPCs until then). */
     async function promote(cluster: Node, learner: Node): Promise<void> {
       await retryWhile(['NotInSync'], () => world.admin.promoteLearner([cluster.infra.clientURL], learner.id));
+      await eventually('the promoted member to know it votes', async () => ((await world.admin.status(learner.infra.clientURL)).isLearner ? undefined : true));
     }
 
     test('a fresh one-member cluster lists one voter with a decimal-string ID', async () => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Etcd3Admin } from '../../src/adapters/etcd3-admin.ts';
+import { Etcd3Admin, readTlsCredentials } from '../../src/adapters/etcd3-admin.ts';
 import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd-binaries.ts';
 import { LocalProcessProvider } from '../../src/adapters/local-process-provider.ts';
 import { systemClock } from '../../src/ports/clock.ts';
@@ -13,7 +13,11 @@ function realWorld(version: string): Promise<ContractWorld> {
   // A short grace: each case stops all its members at once, and a leader whose peers are stopping
   // spends ~7 s on a doomed leadership transfer before it exits.
   const provider = new LocalProcessProvider({ stateDir, addressPrefix: '127.92', findBinary: findEtcdBinary, stopGraceMs: 1500 });
-  const admin = new Etcd3Admin();
+  // Mutual TLS, the provider's default: every case (learners joining, promotion, removal) also proves
+  // that members of this version accept each other's peer certificates.
+  const tls = provider.clientTls('contract');
+  if (tls === undefined) throw new Error('the contract suite runs with TLS');
+  const admin = new Etcd3Admin({ credentials: () => readTlsCredentials(tls) });
   return Promise.resolve({
     admin,
     provider,

@@ -30,7 +30,7 @@ async function crashAt(failpoint: FailpointName, args: string[]): Promise<void> 
 
 /** DESIGN.md invariants after convergence, asked of etcd and of the recorded changes. */
 async function assertConvergedSafely(cluster: string, doc: ControlPlaneStatusDocument, replicas: number, version: string): Promise<void> {
-  const { members, statuses } = await askEtcd(doc.status.endpoints);
+  const { members, statuses } = await askEtcd(doc.status);
   assert.equal(members.filter((m) => !m.isLearner).length, replicas, 'voters == replicas (invariant 7)');
   assert.equal(members.filter((m) => m.isLearner).length, 0, 'no learners (invariant 7)');
   assert.equal(statuses.length, replicas, 'every member answers');

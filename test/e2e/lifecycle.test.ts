@@ -2,11 +2,10 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { openKvClient } from '../../src/adapters/etcd3-admin.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { CliEnv, membershipChanges, pidsUnder } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';
-import { askEtcd } from '../support/etcd-direct.ts';
+import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
 const envs: CliEnv[] = [];
 function newEnv(prefix: string): CliEnv {
@@ -36,7 +35,7 @@ async function upOk(env: CliEnv, args: string[], extraEnv: Record<string, string
 
 /** Voters and learners as etcd reports them (not fastplane's records). */
 async function membership(doc: ControlPlaneStatusDocument): Promise<{ voters: number; learners: number; versions: string[] }> {
-  const { members, statuses } = await askEtcd(doc.status.endpoints);
+  const { members, statuses } = await askEtcd(doc.status);
   return { voters: members.filter((m) => !m.isLearner).length, learners: members.filter((m) => m.isLearner).length, versions: statuses.map((s) => s.version) };
 }
 
@@ -64,7 +63,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     const env = newEnv('127.70');
     let doc = await upOk(env, ['up', '--name', 'sd', '--replicas', '5']);
     const peerOf = new Map<string, string>();
-    const watch = new ClusterWatch(doc.status.endpoints);
+    const watch = new ClusterWatch(doc.status);
     watch.start();
     try {
       for (const replicas of [3, 1, 3]) {
@@ -94,13 +93,13 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
       const name = `roll${String(maxSurge)}`;
       const file = writeManifest(env, name, { replicas: 3, version: '3.4.23', rollout: { maxSurge } });
       const before = await upOk(env, ['up', '-f', file]);
-      const kv = openKvClient(before.status.endpoints);
+      const kv = kvClientFor(before.status);
       try {
         for (let i = 0; i < 50; i++) await kv.put(`/rollout/${String(i)}`).value(`v${String(i)}`);
       } finally {
         kv.close();
       }
-      const watch = new ClusterWatch(before.status.endpoints);
+      const watch = new ClusterWatch(before.status);
       watch.start();
       let after: ControlPlaneStatusDocument;
       try {
@@ -112,7 +111,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
       assert.equal(etcd.voters, 3);
       assert.deepEqual(etcd.versions, ['3.5.16', '3.5.16', '3.5.16'], 'every member reports 3.5.16');
       assert.ok(after.status.machines.every((m) => m.version === '3.5.16'));
-      const reader = openKvClient(after.status.endpoints);
+      const reader = kvClientFor(after.status);
       try {
         const keys = await reader.getAll().prefix('/rollout/').strings();
         assert.equal(Object.keys(keys).length, 50, 'all keys written before the rollout are present');
@@ -131,7 +130,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     const before = await upOk(env, ['up', '-f', file]);
     const victim = followerOf(before);
     const oldPeers = new Set(before.status.machines.map((m) => m.peerURL));
-    const watch = new ClusterWatch(before.status.endpoints);
+    const watch = new ClusterWatch(before.status);
     watch.start();
     const killedAt = Date.now();
     let after: ControlPlaneStatusDocument;
@@ -177,7 +176,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     const file = writeManifest(env, 'two', { replicas: 5, remediation: { unhealthyAfter: '3s' } });
     const before = await upOk(env, ['up', '-f', file]);
     const victims = before.status.machines.filter((m) => m.name !== before.status.leader).slice(0, 2).map((m) => m.name);
-    const watch = new ClusterWatch(before.status.endpoints);
+    const watch = new ClusterWatch(before.status);
     watch.start();
     let after: ControlPlaneStatusDocument;
     try {

@@ -2,10 +2,9 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { openKvClient } from '../../src/adapters/etcd3-admin.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { CliEnv, membershipChanges, pidsUnder } from '../support/cli.ts';
-import { askEtcd } from '../support/etcd-direct.ts';
+import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
 const envs: CliEnv[] = [];
 function newEnv(prefix: string): CliEnv {
@@ -44,7 +43,7 @@ describe('fastplane up on real etcd', { timeout: 240_000 }, () => {
     const before = statusOf(first.stdout);
     assert.equal(before.status.voters, 3);
 
-    const kv = openKvClient(before.status.endpoints);
+    const kv = kvClientFor(before.status);
     try {
       for (let i = 0; i < 20; i++) await kv.put(`/before/${String(i)}`).value(`v${String(i)}`);
     } finally {
@@ -56,7 +55,7 @@ describe('fastplane up on real etcd', { timeout: 240_000 }, () => {
     const after5 = statusOf(second.stdout);
     assert.equal(after5.status.machines.length, 5);
 
-    const { members, statuses } = await askEtcd(after5.status.endpoints);
+    const { members, statuses } = await askEtcd(after5.status);
     assert.equal(members.length, 5, 'etcd lists 5 members');
     assert.equal(members.filter((m) => m.isLearner).length, 0, 'no learners left');
     assert.equal(statuses.length, 5, 'every member answers its own status');
@@ -68,7 +67,7 @@ describe('fastplane up on real etcd', { timeout: 240_000 }, () => {
 
     // Every member, including the two that joined later, serves the keys written before.
     for (const endpoint of after5.status.endpoints) {
-      const reader = openKvClient([endpoint]);
+      const reader = kvClientFor(after5.status, [endpoint]);
       try {
         const keys = await reader.getAll().prefix('/before/').strings();
         assert.equal(Object.keys(keys).length, 20, `all keys readable through ${endpoint}`);
@@ -115,7 +114,7 @@ describe('fastplane up on real etcd', { timeout: 240_000 }, () => {
     assert.equal(crashed.signal, 'SIGKILL', 'the failpoint killed the CLI');
     const resumed = await env.run(['up', '--name', 'c', '--timeout', '60s', '-o', 'json']);
     assert.equal(resumed.code, 0, resumed.stderr);
-    const { members } = await askEtcd(statusOf(resumed.stdout).status.endpoints);
+    const { members } = await askEtcd(statusOf(resumed.stdout).status);
     assert.equal(members.length, 3);
     assert.equal(members.filter((m) => m.isLearner).length, 0);
     assert.ok(env.events('c').some((e) => e.action === 'StartMember' && e.outcome === 'Succeeded'), 'the added learner was started by the second run');

@@ -8,14 +8,23 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
-import { Etcd3Admin, openKvClient } from '../../src/adapters/etcd3-admin.ts';
+import { Etcd3Admin, openKvClient, readTlsCredentials } from '../../src/adapters/etcd3-admin.ts';
 import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/local-process-provider.ts';
 import type { InfraProvider, MachineInfra } from '../../src/ports/infra-provider.ts';
 
+// The provider's default, mutual TLS; test/integration/tls.test.ts checks what TLS refuses.
 const VERSION = '3.4.23';
 const PREFIX = '127.91';
 const stateDirs: string[] = [];
-const admin = new Etcd3Admin({ callTimeoutMs: 2000 });
+const admins: Etcd3Admin[] = [];
+
+/** An admin client with the cluster's client certificate (each cluster has its own CA). */
+function adminFor(provider: LocalProcessProvider, cluster: string): Etcd3Admin {
+  const tls = provider.clientTls(cluster)!;
+  const admin = new Etcd3Admin({ callTimeoutMs: 2000, credentials: () => readTlsCredentials(tls) });
+  admins.push(admin);
+  return admin;
+}
 
 function newStateDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'fastplane-lpp-'));
@@ -47,7 +56,7 @@ function alive(pid: number): boolean {
 }
 
 after(async () => {
-  await admin.close();
+  for (const admin of admins) await admin.close();
   for (const dir of stateDirs) {
     for (const pid of recordedPids(dir)) {
       if (alive(pid)) process.kill(pid, 'SIGKILL');
@@ -79,8 +88,8 @@ test('a machine is Provisioning until its provisioning delay has passed, then Pr
   const created = await provider.create({ cluster: 'delay', name: 'm1', ordinal: 1 });
   assert.equal(created.state, 'Provisioning');
   assert.match(created.address, /^127\.91\.\d+\.1$/);
-  assert.equal(created.clientURL, `http://${created.address}:2379`);
-  assert.equal(created.peerURL, `http://${created.address}:2380`);
+  assert.equal(created.clientURL, `https://${created.address}:2379`);
+  assert.equal(created.peerURL, `https://${created.address}:2380`);
   assert.equal(created.memberRunning, false);
   assert.equal((await provider.describe('delay', 'm1'))?.state, 'Provisioning');
   await assert.rejects(
@@ -112,10 +121,10 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
   const running = await provider.describe('life', 'm2');
   assert.equal(running?.memberRunning, true);
   assert.ok(running.memberStartedAt !== undefined);
-  const status = await waitFor('etcd to answer', () => admin.status(infra.clientURL));
+  const status = await waitFor('etcd to answer', () => adminFor(provider, 'life').status(infra.clientURL));
   assert.equal(status.version, VERSION);
   assert.equal(status.leaderId, status.memberId);
-  const kv = openKvClient([infra.clientURL]);
+  const kv = openKvClient([infra.clientURL], { credentials: readTlsCredentials(provider.clientTls('life')!) });
   try {
     await kv.put('/fastplane/probe').value('ok');
     assert.equal(await kv.get('/fastplane/probe').string(), 'ok');
@@ -153,7 +162,7 @@ test('destroyCluster kills every member by PID and removes the cluster folder', 
     memberName: 'm3', version: VERSION, initialCluster: `m3=${infra.peerURL}`, initialClusterState: 'new', clusterToken: 'gone', maxLearners: 1,
   });
   assert.deepEqual(recordedPids(stateDir), [pid]);
-  await waitFor('etcd to answer', () => admin.status(infra.clientURL));
+  await waitFor('etcd to answer', () => adminFor(provider, 'gone').status(infra.clientURL));
   await provider.destroyCluster('gone');
   assert.ok(pid !== undefined && !alive(pid));
   assert.equal(existsSync(join(stateDir, 'clusters', 'gone')), false);

@@ -7,9 +7,13 @@ export const RUNS = Math.max(200, Number(process.env.FASTPLANE_PROPERTY_RUNS ?? 
 
 export const oddReplicas = fc.constantFrom(1, 3, 5, 7, 9);
 
-/** Provisioning from instant to a minute, fixed or spread. */
+/**
+ * Provisioning from instant to 45 s, fixed or spread: below and above the 5 s rule, unhealthyAfter and
+ * the stuck-learner timeout, which is what matters to the ordering of events. Longer times would only
+ * add idle polls.
+ */
 export const provisioningArb = fc
-  .tuple(fc.integer({ min: 0, max: 40_000 }), fc.integer({ min: 0, max: 20_000 }))
+  .tuple(fc.integer({ min: 0, max: 30_000 }), fc.integer({ min: 0, max: 15_000 }))
   .map(([minMs, spread]) => ({ minMs, maxMs: minMs + spread }));
 
 export const specArb: fc.Arbitrary<SpecInput> = fc.record({
@@ -20,13 +24,32 @@ export const specArb: fc.Arbitrary<SpecInput> = fc.record({
   failureDomains: fc.subarray(['az-a', 'az-b', 'az-c']),
   provisioning: provisioningArb,
   maxConcurrentProvisioning: fc.integer({ min: 1, max: 10 }),
+  // The default 2 min now and then; shorter mostly, since a stuck learner is polled every 100 ms.
+  learnerStuckAfterMs: fc.constantFrom(15_000, 15_000, 30_000, 120_000),
+  unhealthyAfterMs: fc.constantFrom(5_000, 10_000),
 });
 
-export const faultArb: fc.Arbitrary<Fault> = fc.record({
-  atMs: fc.integer({ min: 0, max: 150_000 }),
-  kind: fc.constantFrom('failProvisioning' as const, 'killMember' as const, 'neverStart' as const, 'stallLearner' as const),
-  pick: fc.nat({ max: 8 }),
-});
+const faultKindArb = fc.constantFrom('failProvisioning' as const, 'killMember' as const, 'neverStart' as const, 'stallLearner' as const);
+
+export const triggerArb = fc.constantFrom(
+  'RequestMachineDeletion' as const,
+  'CreateMachine' as const,
+  'InitCluster' as const,
+  'AddLearner' as const,
+  'PromoteLearner' as const,
+  'RemoveMember' as const,
+  'MoveLeader' as const,
+);
+
+/** A fault at a random time, or (half the time) lying in wait for a decision of some kind. */
+export const faultArb: fc.Arbitrary<Fault> = fc
+  .record({
+    atMs: fc.integer({ min: 0, max: 150_000 }),
+    kind: faultKindArb,
+    pick: fc.nat({ max: 8 }),
+    trigger: fc.option(triggerArb, { nil: undefined, freq: 2 }),
+  })
+  .map(({ trigger, ...fault }) => (trigger === undefined ? fault : { ...fault, trigger }));
 
 export const crashArb: fc.Arbitrary<Crash> = fc.record({
   failpoint: fc.constantFrom(...FAILPOINTS),
@@ -49,11 +72,11 @@ export const faultScenarioArb: fc.Arbitrary<Scenario> = fc.record({
   latencyMs: fc.constantFrom(0, 0, 30),
 });
 
-/** Random spec and one to three spec changes (scale, upgrade), with controller crashes. */
+/** Random spec and one to three spec changes (scale, upgrade), with faults and controller crashes. */
 export const changeScenarioArb: fc.Arbitrary<Scenario> = fc.record({
   seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
   spec: specArb,
-  faults: fc.constant([]),
+  faults: fc.array(faultArb, { maxLength: 4 }),
   crashes: fc.array(crashArb, { maxLength: 2 }),
   changes: fc.array(changeArb, { minLength: 1, maxLength: 3 }),
   latencyMs: fc.constantFrom(0, 0, 30),

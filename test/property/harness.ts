@@ -26,15 +26,26 @@ export interface SpecInput {
   failureDomains: string[];
   provisioning: { minMs: number; maxMs: number };
   maxConcurrentProvisioning: number;
+  /** remediation.learnerStuckAfter and unhealthyAfter, in ms. */
+  learnerStuckAfterMs: number;
+  unhealthyAfterMs: number;
 }
 
 export type FaultKind = 'failProvisioning' | 'killMember' | 'neverStart' | 'stallLearner';
 
-/** A fault fired at `atMs` after the start; `pick` chooses among the machines it can hit then. */
+/** Action kinds a fault can lie in wait for. */
+export type TriggerKind = 'RequestMachineDeletion' | 'CreateMachine' | 'InitCluster' | 'AddLearner' | 'PromoteLearner' | 'RemoveMember' | 'MoveLeader';
+
+/**
+ * A fault fired at `atMs` after the start; `pick` chooses among the machines it can hit then. With a
+ * `trigger`, it waits from `atMs` on for a pass that decides such an action and fires between that
+ * plan and its execution: the executor then acts on a stale observation.
+ */
 export interface Fault {
   atMs: number;
   kind: FaultKind;
   pick: number;
+  trigger?: TriggerKind;
 }
 
 /** The controller crashes the `hit`-th time it reaches `failpoint`. */
@@ -72,6 +83,7 @@ export function manifestFor(spec: SpecInput): ControlPlane {
       scaleUp: { strategy: spec.strategy, maxConcurrentProvisioning: spec.maxConcurrentProvisioning },
       // maxSurge 0 (remove before add) needs 3 replicas: below that, surge by one.
       rollout: { maxSurge: spec.replicas < 3 && spec.maxSurge === 0 ? 1 : spec.maxSurge },
+      remediation: { learnerStuckAfter: `${String(spec.learnerStuckAfterMs)}ms`, unhealthyAfter: `${String(spec.unhealthyAfterMs)}ms` },
     },
   });
 }
@@ -142,11 +154,10 @@ export class InvariantChecker {
     assert.ok(cp);
     const spec = toPlannerSpec(cp.manifest);
 
-    // Determinism: the planner is a pure function of (spec, observed, now).
-    const again = plan(spec, structuredClone(observed), now);
+    // Determinism: the planner is a pure function of (spec, observed, now); a second call on the same
+    // snapshot (which the first call must not have changed) gives the same decision.
     try {
-      assert.deepStrictEqual(again, decision);
-      assert.deepStrictEqual(plan(spec, structuredClone(observed), now), again);
+      assert.deepStrictEqual(plan(spec, observed, now), decision);
     } catch (error) {
       this.fail('determinism', error instanceof Error ? error.message : String(error));
     }
@@ -226,8 +237,15 @@ export function assertConvergedInModel(sim: Simulation, replicas: number, versio
   assert.equal(sim.store.listMachines(NAME).length, replicas, `machine records != replicas\n${detail}`);
 }
 
-/** Applies one fault to a machine it can hit now; returns what it did (or why it did nothing). */
-export function applyFault(sim: Simulation, fault: Fault): string {
+/** How long a fault waits for a machine it can hit (a learner to stall, a machine to fail). */
+export const FAULT_PATIENCE_MS = 60_000;
+const FAULT_POLL_MS = 50;
+
+/**
+ * Applies one fault to a machine it can hit now; returns what it did, or undefined when nothing can
+ * be hit yet (no learner to stall, no machine provisioning, a kill that would lose quorum).
+ */
+export function applyFault(sim: Simulation, fault: Fault): string | undefined {
   const { world } = sim;
   const snap = world.snapshot(NAME);
   const memberOf = (memberId: string | undefined) => snap.members.find((m) => m.id === memberId);
@@ -240,7 +258,7 @@ export function applyFault(sim: Simulation, fault: Fault): string {
       break;
     case 'neverStart':
       // Only once a cluster exists: an init member that never starts can never be replaced (invariant 1).
-      if (snap.members.length === 0) return `${fault.kind}: skipped, no cluster yet`;
+      if (snap.members.length === 0) return undefined;
       target = pickFrom(snap.machines.filter((m) => !m.started && (m.state === 'Provisioning' || m.state === 'Provisioned')).map((m) => m.name));
       if (target !== undefined) world.neverStart(target);
       break;
@@ -255,12 +273,55 @@ export function applyFault(sim: Simulation, fault: Fault): string {
       if (target === undefined || !member) break;
       // The environment we promise convergence for never kills a majority of voters at once.
       const voters = world.voterCount(NAME);
-      if (!member.isLearner && world.healthyVoterCount(NAME) - 1 < quorum(voters)) return `${fault.kind}: skipped ${target}, would lose quorum`;
+      if (!member.isLearner && world.healthyVoterCount(NAME) - 1 < quorum(voters)) return undefined;
       world.killMember(target);
       break;
     }
   }
-  return target === undefined ? `${fault.kind}: no target` : `${fault.kind} ${target}`;
+  return target === undefined ? undefined : `${fault.kind} ${target}`;
+}
+
+/**
+ * Schedules a fault: from its time on it hits the first machine it can, or expires after
+ * FAULT_PATIENCE_MS. A triggered fault is armed at its time and fired by `fireTriggered`.
+ */
+function scheduleFault(sim: Simulation, start: number, fault: Fault, trace: Trace, outstanding: Set<Fault>, armed: Set<Fault>): void {
+  outstanding.add(fault);
+  if (fault.trigger !== undefined) {
+    sim.clock.schedule(start + fault.atMs, () => armed.add(fault));
+    sim.clock.schedule(start + fault.atMs + FAULT_PATIENCE_MS, () => {
+      if (!outstanding.has(fault)) return;
+      trace.log.push(`+${String(sim.clock.now() - start)}ms ${fault.kind} on ${fault.trigger ?? ''}: expired`);
+      armed.delete(fault);
+      outstanding.delete(fault);
+    });
+    return;
+  }
+  const attempt = (): void => {
+    const now = sim.clock.now();
+    const done = applyFault(sim, fault);
+    if (done !== undefined) trace.log.push(`+${String(now - start)}ms ${done}`);
+    else if (now - start - fault.atMs < FAULT_PATIENCE_MS) {
+      sim.clock.schedule(now + FAULT_POLL_MS, attempt);
+      return;
+    } else trace.log.push(`+${String(now - start)}ms ${fault.kind}: expired, nothing to hit`);
+    outstanding.delete(fault);
+  };
+  sim.clock.schedule(start + fault.atMs, attempt);
+}
+
+/** Fires the armed faults waiting for an action this decision takes (called between plan and execute). */
+function fireTriggered(sim: Simulation, start: number, decision: Decision, trace: Trace, outstanding: Set<Fault>, armed: Set<Fault>): void {
+  const kinds = new Set<string>(decision.machineActions.map((a) => a.kind));
+  if (decision.membershipAction) kinds.add(decision.membershipAction.kind);
+  for (const fault of [...armed]) {
+    if (fault.trigger === undefined || !kinds.has(fault.trigger)) continue;
+    const done = applyFault(sim, fault);
+    if (done === undefined) continue;
+    trace.log.push(`+${String(sim.clock.now() - start)}ms on ${fault.trigger}: ${done}`);
+    armed.delete(fault);
+    outstanding.delete(fault);
+  }
 }
 
 export interface ScenarioResult {
@@ -275,8 +336,7 @@ export interface ScenarioResult {
 export function settleBoundMs(s: Scenario): number {
   const maxReplicas = Math.max(s.spec.replicas, ...s.changes.map((c) => c.replicas));
   const perMachine = s.spec.provisioning.maxMs + 8000;
-  const learnerStuck = 120_000;
-  return learnerStuck + 20_000 + (2 * maxReplicas + s.faults.length + 2) * perMachine + 60_000;
+  return s.spec.learnerStuckAfterMs + s.spec.unhealthyAfterMs + (2 * maxReplicas + s.faults.length + 2) * perMachine + 60_000;
 }
 
 /**
@@ -296,14 +356,13 @@ export async function runScenario(s: Scenario): Promise<ScenarioResult> {
   const trace: Trace = { log: [`scenario ${describeScenario(s)}`], passes: 0 };
   const checker = new InvariantChecker(sim, trace);
   const start = sim.clock.now();
-  for (const fault of s.faults) {
-    sim.clock.schedule(start + fault.atMs, () => {
-      trace.log.push(`+${String(sim.clock.now() - start)}ms ${applyFault(sim, fault)}`);
-    });
-  }
+  const outstanding = new Set<Fault>();
+  const armed = new Set<Fault>();
+  for (const fault of s.faults) scheduleFault(sim, start, fault, trace, outstanding, armed);
   const pending = [...s.changes].sort((a, b) => a.atMs - b.atMs);
   const onPass = (pass: { observed: Observed; decision: Decision; now: number }): void => {
     checker.onPass(pass);
+    fireTriggered(sim, start, pass.decision, trace, outstanding, armed);
     // Spec changes land between plan and execute: the executor may already see the new spec.
     while (pending.length > 0 && pass.now >= start + (pending[0]?.atMs ?? 0)) {
       const change = pending.shift()!;
@@ -312,14 +371,13 @@ export async function runScenario(s: Scenario): Promise<ScenarioResult> {
       trace.log.push(`+${String(pass.now - start)}ms apply replicas=${String(spec.replicas)} version=${spec.version}`);
     }
   };
-  const lastEvent = start + Math.max(0, ...s.faults.map((f) => f.atMs), ...s.changes.map((c) => c.atMs)) + 1;
-  while (sim.clock.now() < lastEvent || pending.length > 0) {
-    const r = await sim.run(Math.max(1, lastEvent - sim.clock.now()), onPass);
-    if (r.outcome === 'Converged' && sim.clock.now() < lastEvent) await sim.clock.sleep(Math.min(REQUEUE.idle, lastEvent - sim.clock.now()));
-    if (r.outcome === 'Converged' && sim.clock.now() >= lastEvent && pending.length > 0) {
-      // A change due now is applied by the next pass.
-      continue;
-    }
+  const lastChange = start + Math.max(0, ...s.changes.map((c) => c.atMs)) + 1;
+  // Until every fault has fired or expired and every change is stored; a converged controller idles.
+  while (outstanding.size > 0 || pending.length > 0 || sim.clock.now() < lastChange) {
+    const horizon = Math.max(lastChange, ...[...outstanding].map((f) => start + f.atMs + FAULT_PATIENCE_MS + FAULT_POLL_MS));
+    // A converged controller decides nothing, so armed faults wait; the idle loop below lets them expire.
+    const r = await sim.run(Math.max(1, horizon - sim.clock.now()), onPass);
+    if (r.outcome === 'Converged') await sim.clock.sleep(REQUEUE.idle);
   }
   const settleFrom = sim.clock.now();
   const bound = settleBoundMs(s);
@@ -329,5 +387,5 @@ export async function runScenario(s: Scenario): Promise<ScenarioResult> {
   const context = `outcome ${result.outcome} after ${String(sim.clock.now() - settleFrom)} ms (bound ${String(bound)}), last decision waits: ${JSON.stringify(result.decision.waits)}\n  trace: ${trace.log.join(' | ')}`;
   assert.equal(result.outcome, 'Converged', context);
   assertConvergedInModel(sim, spec.replicas, spec.version, context);
-  return { result, settleMs: sim.clock.now() - Math.max(settleFrom, lastEvent), checker, sim };
+  return { result, settleMs: sim.clock.now() - settleFrom, checker, sim };
 }

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,23 +38,29 @@ export class CliEnv {
 
   constructor(readonly addressPrefix: string) {}
 
-  run(args: string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
+  /** Starts the CLI in the background; `done` settles when it exits. */
+  start(args: string[], extraEnv: Record<string, string> = {}): { child: ChildProcess; done: Promise<CliRun> } {
     const started = Date.now();
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...args], {
-        cwd: ROOT,
-        env: { ...process.env, FASTPLANE_HOME: this.stateDir, FASTPLANE_ADDRESS_PREFIX: this.addressPrefix, ...extraEnv },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...args], {
+      cwd: ROOT,
+      env: { ...process.env, FASTPLANE_HOME: this.stateDir, FASTPLANE_ADDRESS_PREFIX: this.addressPrefix, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const done = new Promise<CliRun>((resolve, reject) => {
       child.on('error', reject);
       child.on('close', (code, signal) => {
         resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
       });
     });
+    return { child, done };
+  }
+
+  run(args: string[], extraEnv: Record<string, string> = {}): Promise<CliRun> {
+    return this.start(args, extraEnv).done;
   }
 
   private withStore<T>(read: (store: SqliteStateStore) => T): T {

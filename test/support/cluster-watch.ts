@@ -1,5 +1,6 @@
-import { Etcd3Admin } from '../../src/adapters/etcd3-admin.ts';
+import type { Etcd3Admin } from '../../src/adapters/etcd3-admin.ts';
 import { quorum } from '../../src/domain/quorum.ts';
+import { adminFor, type ClusterAccess } from './etcd-direct.ts';
 
 export interface ClusterSample {
   at: number;
@@ -19,13 +20,15 @@ export interface ClusterSample {
  */
 export class ClusterWatch {
   readonly samples: ClusterSample[] = [];
-  private readonly admin = new Etcd3Admin({ callTimeoutMs: 800, statusTimeoutMs: 500 });
+  private readonly admin: Etcd3Admin;
   private readonly endpoints = new Set<string>();
   private running = false;
   private loop: Promise<void> = Promise.resolve();
 
-  constructor(endpoints: readonly string[]) {
-    for (const e of endpoints) this.endpoints.add(e);
+  /** Starts from the endpoints (and client credentials) of a status document. */
+  constructor(access: ClusterAccess) {
+    this.admin = adminFor(access, { callTimeoutMs: 800, statusTimeoutMs: 500 });
+    for (const e of access.endpoints) this.endpoints.add(e);
   }
 
   start(): void {

@@ -18,7 +18,7 @@ import { InvalidInputError } from '../../src/api/errors.ts';
 const DEFAULT_SPEC: ControlPlane['spec'] = {
   replicas: 3,
   version: '3.4.23',
-  provider: { name: 'local-process', provisioningDelay: '0s', deletionDelay: '0s', failureDomains: [] },
+  provider: { name: 'local-process', provisioningDelay: '0s', deletionDelay: '0s', failureDomains: [], insecure: false },
   scaleUp: { strategy: 'parallel', maxConcurrentProvisioning: 10 },
   etcd: { maxLearners: 1 },
   rollout: { maxSurge: 1 },
@@ -94,6 +94,7 @@ describe('ControlPlane manifest: refusals name the field and the rule', () => {
       problems: ['spec.provider.failureDomains: must not repeat a failure domain'],
     },
     { name: 'failure domain not a DNS label', input: manifest({ provider: { failureDomains: ['Zone_A'] } }), problems: ['spec.provider.failureDomains.0: must be a DNS label'] },
+    { name: 'insecure not a boolean', input: manifest({ provider: { insecure: 'yes' } }), problems: ['spec.provider.insecure: must be true or false'] },
     {
       name: 'duration without unit',
       input: manifest({ remediation: { unhealthyAfter: '10' } }),

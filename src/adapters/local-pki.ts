@@ -1,0 +1,147 @@
+// @peculiar/x509 resolves its ASN.1 serializers through tsyringe, which needs a Reflect metadata
+// polyfill loaded before it.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import { webcrypto } from 'node:crypto';
+import { join } from 'node:path';
+import type { TlsFiles } from '../ports/etcd-admin.ts';
+import { withLock, writeFileAtomic } from './state-files.ts';
+
+/**
+ * Certificates of the local provider's clusters, as kubeadm lays them out for etcd: one CA per
+ * cluster (ECDSA P-256), per member a server and a peer certificate for its IP address, and one client
+ * certificate for fastplane. PEM files; private keys are 0600 from the moment they are written. A key
+ * is written before its certificate, so an existing certificate file means a complete pair: every
+ * step is idempotent and re-running it after a crash issues only what is missing.
+ */
+
+x509.cryptoProvider.set(webcrypto);
+
+const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+const DAY_MS = 86_400_000;
+// kubeadm's lifetimes: members and clients need new certificates yearly, the CA lasts ten years.
+const CA_DAYS = 3650;
+const LEAF_DAYS = 365;
+
+/** A member's certificate files (etcd --cert-file ... --peer-trusted-ca-file). */
+export interface MemberTlsFiles {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  peerCertFile: string;
+  peerKeyFile: string;
+}
+
+interface Authority {
+  cert: x509.X509Certificate;
+  key: webcrypto.CryptoKey;
+}
+
+interface Leaf {
+  subject: string;
+  usages: x509.ExtendedKeyUsage[];
+  /** IP addresses the certificate is for (subjectAltName); none for a client. */
+  addresses: string[];
+}
+
+/** fastplane's client credentials of a cluster, in its `pki` folder. */
+export function clientTlsFiles(pkiDir: string): TlsFiles {
+  return { caFile: join(pkiDir, 'ca.crt'), certFile: join(pkiDir, 'client.crt'), keyFile: join(pkiDir, 'client.key') };
+}
+
+/** A member's files: the cluster's CA, its own certificates in memberDir. */
+export function memberTlsFiles(pkiDir: string, memberDir: string): MemberTlsFiles {
+  return {
+    caFile: join(pkiDir, 'ca.crt'),
+    certFile: join(memberDir, 'server.crt'),
+    keyFile: join(memberDir, 'server.key'),
+    peerCertFile: join(memberDir, 'peer.crt'),
+    peerKeyFile: join(memberDir, 'peer.key'),
+  };
+}
+
+/**
+ * Issues what a member at `address` needs, creating the cluster's CA and fastplane's client
+ * certificate first if this is the cluster's first machine.
+ */
+export async function issueMemberCertificates(pkiDir: string, memberDir: string, name: string, address: string): Promise<MemberTlsFiles> {
+  const ca = await ensureAuthority(pkiDir);
+  const files = memberTlsFiles(pkiDir, memberDir);
+  await mkdir(memberDir, { recursive: true, mode: 0o700 });
+  // Both usages on both: a member is its peers' client and server, and etcd's gRPC gateway dials the
+  // member's own client port presenting the server certificate. etcd also checks the IP addresses of
+  // a client certificate against the connection's source address, and a connection between loopback
+  // addresses leaves from 127.0.0.1 (kubeadm's etcd certificates name 127.0.0.1 too).
+  const leaf: Leaf = { subject: `CN=${name}`, usages: [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], addresses: [address, '127.0.0.1'] };
+  await ensureLeaf(ca, files.certFile, files.keyFile, leaf);
+  await ensureLeaf(ca, files.peerCertFile, files.peerKeyFile, leaf);
+  return files;
+}
+
+async function ensureAuthority(pkiDir: string): Promise<Authority> {
+  await mkdir(pkiDir, { recursive: true, mode: 0o700 });
+  const certFile = join(pkiDir, 'ca.crt');
+  const keyFile = join(pkiDir, 'ca.key');
+  // A cluster's machines are created in parallel (and maybe by two CLI processes): one CA only.
+  return withLock(join(pkiDir, 'ca.lock'), async () => {
+    if (!existsSync(certFile)) {
+      const keys = await generateKeys();
+      const notBefore = new Date();
+      const cert = await x509.X509CertificateGenerator.createSelfSigned({
+        name: 'CN=fastplane-etcd-ca',
+        keys,
+        notBefore,
+        notAfter: new Date(notBefore.getTime() + CA_DAYS * DAY_MS),
+        signingAlgorithm: ALGORITHM,
+        extensions: [
+          new x509.BasicConstraintsExtension(true, 0, true),
+          new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
+          await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+        ],
+      });
+      await writeFileAtomic(keyFile, await privateKeyPem(keys.privateKey), 0o600);
+      await writeFileAtomic(certFile, cert.toString('pem'));
+    }
+    const ca: Authority = {
+      cert: new x509.X509Certificate(await readFile(certFile, 'utf8')),
+      key: await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(await readFile(keyFile, 'utf8')), ALGORITHM, false, ['sign']),
+    };
+    const client = clientTlsFiles(pkiDir);
+    await ensureLeaf(ca, client.certFile, client.keyFile, { subject: 'CN=fastplane', usages: [x509.ExtendedKeyUsage.clientAuth], addresses: [] });
+    return ca;
+  });
+}
+
+async function ensureLeaf(ca: Authority, certFile: string, keyFile: string, leaf: Leaf): Promise<void> {
+  if (existsSync(certFile)) return;
+  const keys = await generateKeys();
+  const notBefore = new Date();
+  const cert = await x509.X509CertificateGenerator.create({
+    subject: leaf.subject,
+    issuer: ca.cert.subject,
+    notBefore,
+    notAfter: new Date(notBefore.getTime() + LEAF_DAYS * DAY_MS),
+    signingAlgorithm: ALGORITHM,
+    publicKey: keys.publicKey,
+    signingKey: ca.key,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension(leaf.usages),
+      await x509.AuthorityKeyIdentifierExtension.create(ca.cert.publicKey),
+      ...(leaf.addresses.length === 0 ? [] : [new x509.SubjectAlternativeNameExtension(leaf.addresses.map((value) => ({ type: 'ip' as const, value })))]),
+    ],
+  });
+  await writeFileAtomic(keyFile, await privateKeyPem(keys.privateKey), 0o600);
+  await writeFileAtomic(certFile, cert.toString('pem'));
+}
+
+function generateKeys(): Promise<webcrypto.CryptoKeyPair> {
+  return webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify']);
+}
+
+async function privateKeyPem(key: webcrypto.CryptoKey): Promise<string> {
+  return x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', key), 'PRIVATE KEY');
+}

@@ -1,0 +1,35 @@
+import { open, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Files in the state dir that several CLI processes (and parallel machine creations) share. */
+
+let tmpCounter = 0;
+
+/** Write to a temporary file, then rename: a crash never leaves a half-written file. */
+export async function writeFileAtomic(path: string, data: string, mode = 0o644): Promise<void> {
+  const tmp = `${path}.${String(process.pid)}.${String(++tmpCounter)}.tmp`;
+  // The mode is set at creation, so a private key is never readable by others, not even briefly.
+  await writeFile(tmp, data, { mode });
+  await rename(tmp, path);
+}
+
+/** Runs fn holding an exclusive lock file; one left by a crashed process is broken after 10 s. */
+export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      const handle = await open(path, 'wx');
+      await handle.close();
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const age = await stat(path).then((info) => Date.now() - info.mtimeMs, () => 0);
+      if (age > 10_000) await rm(path, { force: true });
+      else await sleep(20);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(path, { force: true });
+  }
+}

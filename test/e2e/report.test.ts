@@ -1,0 +1,174 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { BenchResult } from '../../src/cli/bench.ts';
+import { CliEnv, pidsUnder } from '../support/cli.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..');
+const SCREENSHOT = join(ROOT, 'docs', 'timeline.png');
+
+const env = new CliEnv('127.85');
+after(() => {
+  env.cleanup();
+});
+
+interface ChromiumRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Headless Chromium (Debian's `chromium`, installed by scripts/install-test-tools.sh) on a local file.
+ * Its profile lives under the test's state dir, so CliEnv.cleanup would stop anything it left; we stop
+ * leftovers (crash handler, zygotes) ourselves right away, by PID.
+ */
+async function chromium(extra: string[], file: string): Promise<ChromiumRun> {
+  const profile = mkdtempSync(join(env.stateDir, 'chromium-'));
+  const args = [
+    '--headless',
+    '--no-sandbox',
+    '--disable-gpu',
+    '--disable-background-networking',
+    '--disable-component-update',
+    '--disable-sync',
+    '--no-first-run',
+    `--user-data-dir=${profile}`,
+    ...extra,
+    `file://${file}`,
+  ];
+  const run = await new Promise<ChromiumRun>((resolve, reject) => {
+    const child = spawn('chromium', args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      // Its own process group (detached): the browser and every helper it started.
+      if (child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+    }, 60_000);
+    child.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+  for (const pid of pidsUnder(profile)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // Already gone.
+    }
+  }
+  return run;
+}
+
+/** The markup of each row of one timeline SVG, by machine name. */
+function rowsOf(dom: string, svgId: string): Map<string, string> {
+  const start = dom.indexOf(`id="${svgId}"`);
+  assert.ok(start >= 0, `timeline ${svgId} is in the page`);
+  const svg = dom.slice(start, dom.indexOf('</svg>', start));
+  const rows = new Map<string, string>();
+  const chunks = svg.split('data-machine="').slice(1);
+  for (const chunk of chunks) rows.set(chunk.slice(0, chunk.indexOf('"')), chunk);
+  return rows;
+}
+
+const count = (text: string, needle: string): number => text.split(needle).length - 1;
+
+describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => {
+  const html = join(env.stateDir, 'tl.html');
+
+  test('up 5, scale to 3, bench 3 replicas in a private dir, report: rows, bars and markers render in Chromium', async () => {
+    const up = await env.run(['up', '--name', 'tl', '--replicas', '5', '--provisioning-delay', '2s-6s', '--timeout', '120s', '-o', 'json']);
+    assert.equal(up.code, 0, up.stderr);
+    const scale = await env.run(['scale', 'tl', '--replicas', '3', '--timeout', '90s', '-o', 'json']);
+    assert.equal(scale.code, 0, scale.stderr);
+
+    const bench = await env.run(['bench', '--replicas', '3', '--provisioning-delay', '1s', '--timeout', '90s', '-o', 'json']);
+    assert.equal(bench.code, 0, bench.stderr);
+    const result = JSON.parse(bench.stdout) as BenchResult;
+    for (const key of ['serialSeconds', 'parallelSeconds', 'boundSeconds', 'speedup', 'efficiency'] as const) {
+      assert.ok(result[key] > 0, `${key} is measured (${String(result[key])})`);
+      assert.equal(result.medians[key], result[key], `${key} is the median of one run`);
+    }
+    assert.equal(result.runs.length, 1);
+    const run = result.runs[0]!;
+    assert.deepEqual(run.order, ['serial', 'parallel']);
+    assert.equal(run.parallel.machines.length, 3);
+    assert.ok(result.boundSeconds <= result.parallelSeconds + 0.5, `the bound (${String(result.boundSeconds)} s) is a lower bound of parallel (${String(result.parallelSeconds)} s)`);
+    assert.ok(result.promotionLatencySeconds.parallel !== null, 'promotion latency is measured');
+    // The user's cluster is untouched, bench clusters are gone with their processes and temporary dir.
+    assert.deepEqual(env.controlPlanes(), ['tl']);
+    assert.deepEqual(pidsUnder(join(env.stateDir, 'bench')), []);
+    assert.ok(existsSync(join(env.stateDir, 'bench', 'latest.json')), 'bench saved its result for the report');
+    const status = await env.run(['status', 'tl', '-o', 'json']);
+    assert.equal(status.code, 0, status.stderr);
+    assert.equal((JSON.parse(status.stdout) as { status: { voters: number } }).status.voters, 3);
+
+    const report = await env.run(['report', 'tl', '--out', html]);
+    assert.equal(report.code, 0, report.stderr);
+    assert.equal(report.stdout.trim(), html);
+
+    // Self-contained: no script, no stylesheet link, nothing loaded over the network.
+    const source = readFileSync(html, 'utf8');
+    assert.doesNotMatch(source, /<script/i);
+    assert.doesNotMatch(source, /<link/i);
+    assert.doesNotMatch(source, /(src|href)\s*=\s*["']?(https?:)?\/\//i);
+
+    const dom = await chromium(['--dump-dom'], html);
+    assert.equal(dom.code, 0, dom.stderr);
+    const rows = rowsOf(dom.stdout, 'cluster-timeline');
+    assert.deepEqual([...rows.keys()].sort(), ['tl-1', 'tl-2', 'tl-3', 'tl-4', 'tl-5'], 'one row per machine, the two removed ones included');
+    for (const [name, row] of rows) {
+      assert.ok(count(row, 'class="bar ') >= 2, `${name} has phase bars`);
+      assert.match(row, /data-phase="voter"/, `${name} was a voter`);
+    }
+    const all = [...rows.values()].join('');
+    for (const phase of ['provisioning', 'gate', 'learner', 'voter', 'deleting']) assert.match(all, new RegExp(`data-phase="${phase}"`), `a ${phase} bar`);
+    const timeline = dom.stdout.slice(dom.stdout.indexOf('id="cluster-timeline"'));
+    assert.ok(count(timeline, 'data-action="InitCluster"') >= 2, 'InitCluster on its row and on the membership row');
+    assert.ok(count(all, 'class="marker" data-action="AddLearner"') >= 4, 'an AddLearner marker per joined machine');
+    assert.ok(count(all, 'class="marker" data-action="PromoteLearner"') >= 4, 'a PromoteLearner marker per joined machine');
+    assert.ok(count(all, 'class="marker" data-action="RemoveMember"') >= 2, 'a RemoveMember marker per removed machine');
+    for (const legend of ['provisioning', 'gate', 'learner', 'voter', 'deleting', 'AddLearner', 'PromoteLearner']) assert.match(dom.stdout, new RegExp(`data-legend="${legend}"`));
+    assert.match(dom.stdout, /<section id="comparison">/, 'the bench comparison is in the report');
+    assert.equal(rowsOf(dom.stdout, 'bench-serial').size, 3);
+    assert.equal(rowsOf(dom.stdout, 'bench-parallel').size, 3);
+
+    const shot = await chromium([`--screenshot=${SCREENSHOT}`, '--window-size=1200,700', '--hide-scrollbars'], html);
+    assert.equal(shot.code, 0, shot.stderr);
+    const png = readFileSync(SCREENSHOT);
+    assert.equal(png.subarray(1, 4).toString('latin1'), 'PNG');
+    assert.ok(statSync(SCREENSHOT).size > 10_000, 'the screenshot shows more than a blank page');
+  });
+
+  test('bad report and bench flags exit 2, name the flag and create nothing', async () => {
+    const cases: [string[], RegExp][] = [
+      [['report', 'nope'], /no control plane named nope/],
+      [['report', 'tl', '--out', '/nonexistent-folder/x.html'], /--out/],
+      [['report', 'tl', '--out', env.stateDir], /--out/],
+      [['bench', '--replicas', '4'], /--replicas/],
+      [['bench', '--replicas', '1'], /--replicas/],
+      [['bench', '--runs', '0'], /--runs/],
+      [['bench', '--preload', '12XB'], /--preload/],
+      [['bench', '--provisioning-delay', '9s-3s'], /--provisioning-delay/],
+      [['bench', '-o', 'yaml'], /-o/],
+      [['bench', '--timeout', 'soon'], /--timeout/],
+      [['bench', '--version', '9.9.9'], /9\.9\.9/],
+    ];
+    const before = env.controlPlanes();
+    for (const [args, message] of cases) {
+      const run = await env.run(args);
+      assert.equal(run.code, 2, `${args.join(' ')} exits 2 (stderr: ${run.stderr})`);
+      assert.match(run.stderr, message, args.join(' '));
+    }
+    assert.deepEqual(env.controlPlanes(), before);
+    assert.deepEqual(pidsUnder(join(env.stateDir, 'bench')), []);
+  });
+});
