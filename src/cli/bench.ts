@@ -202,6 +202,16 @@ function parseBenchFlags(flags: BenchFlags): BenchOptions {
   };
 }
 
+/** What a bound is computed from, kept in the result so every bound can be checked by hand. */
+export interface BoundInputs {
+  provisioningSeconds: number[];
+  initSeconds: number;
+  minJoinSeconds: number;
+  gapSeconds: number;
+  replicas: number;
+  preloaded: boolean;
+}
+
 /**
  * The critical-path lower bound of a scale-up, from the run's measured provisioning times and etcd's
  * limits: nothing can finish before the slowest machine is provisioned and then joins; and the joins
@@ -212,15 +222,6 @@ function parseBenchFlags(flags: BenchFlags): BenchOptions {
  * With a preload the first member is brought up alone (provisioning + init), then the other N-1 are
  * created together: bound = first + init + max(slowest new, first new + (N-2) x gap) + minimal join.
  */
-export interface BoundInputs {
-  provisioningSeconds: number[];
-  initSeconds: number;
-  minJoinSeconds: number;
-  gapSeconds: number;
-  replicas: number;
-  preloaded: boolean;
-}
-
 export function criticalPathBound(inputs: BoundInputs): number {
   const { initSeconds, minJoinSeconds, gapSeconds, replicas } = inputs;
   const waits = Math.max(0, replicas - 2) * gapSeconds;
@@ -439,6 +440,7 @@ function summarize(
     provisioningSeconds: ordered.flatMap((m) => (m.provisioningSeconds === null ? [] : [m.provisioningSeconds])),
     initSeconds,
     minJoinSeconds,
+    // etcd's 5 s peer-connection rule, the figure the model uses too (etcd-lab.md).
     gapSeconds: Math.max(MEASURED_TIMINGS.peerHealthGateMs / 1000, minJoinSeconds),
     replicas: options.replicas,
     preloaded: options.preloadBytes !== undefined,

@@ -5,6 +5,7 @@ import { benchCommand } from './bench.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
 import { reportCommand } from './report.ts';
+import { simulateCommand, type SimulateFlags } from './simulate.ts';
 
 const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
 const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
@@ -102,6 +103,16 @@ export function buildProgram(): Command {
     .description('write a self-contained HTML timeline of a control plane (and the last bench comparison)')
     .option('--out <file>', 'where to write it (default <state dir>/reports/<name>.html)')
     .action(async (name: string, flags: { out?: string }) => withContext(program, (ctx) => Promise.resolve(reportCommand(ctx, name, flags))));
+
+  program
+    .command('simulate')
+    .description('what-if: serial vs parallel time-to-ready on the etcd model, in virtual time')
+    .option('--replicas <n>', 'number of members (odd, 1..9)', '5')
+    .option('--provisioning <duration>', 'provisioning time per machine: 30s or a range 8m-12m', '30s')
+    .option('--runs <n>', 'simulated bring-ups per strategy', '100')
+    .option('--seed <n>', 'first seed (run i uses seed + i)', '1')
+    .addOption(output())
+    .action(async (flags: SimulateFlags) => withContext(program, () => simulateCommand(flags)));
 
   return program;
 }

@@ -22,8 +22,10 @@ function row(stats: StrategyStats): string {
 }
 
 function table(result: StrategyComparison, wallMs: number): string {
+  const { minMs, maxMs } = result.provisioning;
+  const range = minMs === maxMs ? formatDuration(minMs) : `${formatDuration(minMs)}-${formatDuration(maxMs)}`;
   return [
-    `${String(result.replicas)} members, provisioning ${formatDuration(result.provisioning.minMs)}-${formatDuration(result.provisioning.maxMs)}, ${String(result.runs)} runs per strategy (virtual time, etcd timings measured on 3.4.23/3.5.16)`,
+    `${String(result.replicas)} members, provisioning ${range}, ${String(result.runs)} runs per strategy (virtual time, etcd timings measured on 3.4.23/3.5.16)`,
     `strategy      p50     p90     p99     min     max   converged`,
     row(result.parallel),
     row(result.serial),
