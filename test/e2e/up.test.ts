@@ -95,11 +95,21 @@ describe('fastplane up on real etcd', { timeout: 240_000 }, () => {
     assert.ok(times.parallel! < times.serial!, `parallel (${String(times.parallel)} s) should beat serial (${String(times.serial)} s)`);
   });
 
-  test('down leaves no etcd process of the cluster and no data dir', async () => {
+  test('a dead voter holds the join gate and status --explain says why; down leaves no etcd process of the cluster and no data dir', async () => {
     const env = newEnv('127.65');
     const up = await env.run(['up', '--name', 'gone', '--replicas', '3', '--timeout', '60s']);
     assert.equal(up.code, 0, up.stderr);
     assert.equal(pidsUnder(join(env.stateDir, 'clusters', 'gone')).length, 3, 'three member processes ran');
+
+    // A dead voter holds the join gate; the run says so, and so does status --explain.
+    for (const pid of pidsUnder(join(env.stateDir, 'clusters', 'gone', 'machines', 'gone-2'))) process.kill(pid, 'SIGKILL');
+    const held = await env.run(['scale', 'gone', '--replicas', '5', '--timeout', '3s']);
+    assert.equal(held.code, 4, 'not converged by the deadline');
+    assert.match(held.stderr, /\[VoterUnhealthy\] .*voter gone-2 is not healthy/);
+    const explain = await env.run(['status', 'gone', '--explain']);
+    assert.equal(explain.code, 0, explain.stderr);
+    assert.match(explain.stdout, /gone is waiting for:\n.*waits at the join gate: voter gone-2 is not healthy/);
+
     const down = await env.run(['down', 'gone']);
     assert.equal(down.code, 0, down.stderr);
     assert.deepEqual(pidsUnder(join(env.stateDir, 'clusters', 'gone')), []);
