@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
@@ -106,12 +106,6 @@ export class ScenarioRun {
   }
 }
 
-function manifestFile(env: CliEnv, spec: Record<string, unknown>): string {
-  const path = join(env.stateDir, 'chaos.json');
-  writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name: 'chaos' }, spec }));
-  return path;
-}
-
 const FAST_REMEDIATION = { unhealthyAfter: '3s', learnerStuckAfter: '30s' };
 
 function converged(run: CliRun): boolean {
@@ -165,7 +159,7 @@ export const SCENARIOS: ChaosScenario[] = [
     converges: true,
     expectation: 'the init member restarts from its data with every acknowledged write; never initialized twice',
     async act(s) {
-      const file = manifestFile(s.env, { replicas: 3, provider: { provisioningDelay: '1s-6s' } });
+      const file = s.env.writeManifest('chaos', { replicas: 3, provider: { provisioningDelay: '1s-6s' } });
       const up = s.background(['up', '-f', file]);
       const init = await waitFor('the init member', () => {
         const m = s.env.machines(s.cluster).find((r) => r.role === 'init');
@@ -348,7 +342,7 @@ export async function runScenario(scenario: ChaosScenario): Promise<ScenarioResu
   try {
     let s: ScenarioRun;
     if (scenario.spec) {
-      const up = await env.run(['up', '-f', manifestFile(env, scenario.spec), '--timeout', '90s', '-o', 'json']);
+      const up = await env.run(['up', '-f', env.writeManifest('chaos', scenario.spec), '--timeout', '90s', '-o', 'json']);
       if (up.code !== 0) throw new Error(`setup failed: ${up.stderr.slice(-500)}`);
       s = new ScenarioRun(env, (JSON.parse(up.stdout) as ControlPlaneStatusDocument).status);
       s.startWriter();

@@ -1,20 +1,14 @@
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { FailpointName } from '../../src/executor/failpoints.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
-import { CliEnv, membershipChanges } from '../support/cli.ts';
+import { CliEnv, membershipChanges, statusOf } from '../support/cli.ts';
 import { askEtcd } from '../support/etcd-direct.ts';
 
 const env = new CliEnv('127.76');
 after(() => {
   env.cleanup();
 });
-
-function statusOf(stdout: string): ControlPlaneStatusDocument {
-  return JSON.parse(stdout) as ControlPlaneStatusDocument;
-}
 
 async function converge(args: string[]): Promise<ControlPlaneStatusDocument> {
   const run = await env.run([...args, '--timeout', '90s', '-o', 'json']);
@@ -43,18 +37,12 @@ async function assertConvergedSafely(cluster: string, doc: ControlPlaneStatusDoc
   }
 }
 
-function manifest(name: string, replicas: number, version: string): string {
-  const path = join(env.stateDir, `${name}.json`);
-  writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec: { replicas, version } }));
-  return path;
-}
-
 describe('SIGKILL at each failpoint, then run again: converges with the invariants intact', { timeout: 900_000 }, () => {
   const scaleUp: FailpointName[] = ['after-create-record', 'after-init-record', 'after-add-learner', 'before-start-member', 'after-start-member', 'after-promote'];
   for (const failpoint of scaleUp) {
     test(`scale up 0 → 3, killed at ${failpoint}`, async () => {
       const name = `up-${failpoint}`.slice(0, 40);
-      await crashAt(failpoint, ['up', '-f', manifest(name, 3, '3.4.23')]);
+      await crashAt(failpoint, ['up', '-f', env.writeManifest(name, { replicas: 3, version: '3.4.23' })]);
       const doc = await converge(['up', '--name', name]);
       await assertConvergedSafely(name, doc, 3, '3.4.23');
       assert.equal((await env.run(['down', name])).code, 0);
@@ -64,7 +52,7 @@ describe('SIGKILL at each failpoint, then run again: converges with the invarian
   for (const failpoint of ['after-remove-member', 'before-delete-machine'] as const) {
     test(`scale down 3 → 1, killed at ${failpoint}`, async () => {
       const name = `down-${failpoint}`.slice(0, 40);
-      await converge(['up', '-f', manifest(name, 3, '3.4.23')]);
+      await converge(['up', '-f', env.writeManifest(name, { replicas: 3, version: '3.4.23' })]);
       await crashAt(failpoint, ['scale', name, '--replicas', '1']);
       const doc = await converge(['up', '--name', name]);
       await assertConvergedSafely(name, doc, 1, '3.4.23');
@@ -76,7 +64,7 @@ describe('SIGKILL at each failpoint, then run again: converges with the invarian
   for (const failpoint of ['after-add-learner', 'after-promote', 'after-move-leader', 'after-remove-member', 'before-delete-machine'] as const) {
     test(`rollout 3.4.23 → 3.5.16, killed at ${failpoint}`, async () => {
       const name = `roll-${failpoint}`.slice(0, 40);
-      await converge(['up', '-f', manifest(name, 1, '3.4.23')]);
+      await converge(['up', '-f', env.writeManifest(name, { replicas: 1, version: '3.4.23' })]);
       await crashAt(failpoint, ['rollout', name, '--version', '3.5.16']);
       const doc = await converge(['up', '--name', name]);
       await assertConvergedSafely(name, doc, 1, '3.5.16');

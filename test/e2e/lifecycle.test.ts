@@ -1,31 +1,12 @@
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
-import { CliEnv, membershipChanges, pidsUnder } from '../support/cli.ts';
+import { cliEnvFactory, membershipChanges, pidsUnder, statusOf, type CliEnv } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
-const envs: CliEnv[] = [];
-function newEnv(prefix: string): CliEnv {
-  const env = new CliEnv(prefix);
-  envs.push(env);
-  return env;
-}
-after(() => {
-  for (const env of envs) env.cleanup();
-});
-
-function statusOf(stdout: string): ControlPlaneStatusDocument {
-  return JSON.parse(stdout) as ControlPlaneStatusDocument;
-}
-
-function writeManifest(env: CliEnv, name: string, spec: Record<string, unknown>): string {
-  const path = join(env.stateDir, `${name}.json`);
-  writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec }));
-  return path;
-}
+const newEnv = cliEnvFactory();
 
 async function upOk(env: CliEnv, args: string[], extraEnv: Record<string, string> = {}): Promise<ControlPlaneStatusDocument> {
   const run = await env.run([...args, '--timeout', '120s', '-o', 'json'], extraEnv);
@@ -91,7 +72,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     test(`rollout 3.4.23 → 3.5.16 with maxSurge ${String(maxSurge)} keeps every key, one membership change at a time`, async () => {
       const env = newEnv(maxSurge === 1 ? '127.71' : '127.72');
       const name = `roll${String(maxSurge)}`;
-      const file = writeManifest(env, name, { replicas: 3, version: '3.4.23', rollout: { maxSurge } });
+      const file = env.writeManifest(name, { replicas: 3, version: '3.4.23', rollout: { maxSurge } });
       const before = await upOk(env, ['up', '-f', file]);
       const kv = kvClientFor(before.status);
       try {
@@ -126,7 +107,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
 
   test('kill -9 of one voter: replaced within unhealthyAfter + one join, quorum kept, the replacement has a new peer URL', async () => {
     const env = newEnv('127.73');
-    const file = writeManifest(env, 'heal', { replicas: 3, remediation: { unhealthyAfter: '3s' } });
+    const file = env.writeManifest('heal', { replicas: 3, remediation: { unhealthyAfter: '3s' } });
     const before = await upOk(env, ['up', '-f', file]);
     const victim = followerOf(before);
     const oldPeers = new Set(before.status.machines.map((m) => m.peerURL));
@@ -173,7 +154,7 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
 
   test('two of five voters killed at once: both replaced one change at a time, quorum kept', async () => {
     const env = newEnv('127.75');
-    const file = writeManifest(env, 'two', { replicas: 5, remediation: { unhealthyAfter: '3s' } });
+    const file = env.writeManifest('two', { replicas: 5, remediation: { unhealthyAfter: '3s' } });
     const before = await upOk(env, ['up', '-f', file]);
     const victims = before.status.machines.filter((m) => m.name !== before.status.leader).slice(0, 2).map((m) => m.name);
     const watch = new ClusterWatch(before.status);

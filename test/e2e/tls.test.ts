@@ -4,17 +4,13 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
-import { CliEnv } from '../support/cli.ts';
+import { CliEnv, statusOf } from '../support/cli.ts';
 import { askEtcd } from '../support/etcd-direct.ts';
 
 const env = new CliEnv('127.81');
 after(() => {
   env.cleanup();
 });
-
-function statusOf(stdout: string): ControlPlaneStatusDocument {
-  return JSON.parse(stdout) as ControlPlaneStatusDocument;
-}
 
 /** Debian's etcd-client (3.4), as a user would run it. */
 function etcdctl(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

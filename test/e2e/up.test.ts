@@ -1,24 +1,11 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { after, describe, test } from 'node:test';
-import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
-import { CliEnv, membershipChanges, pidsUnder } from '../support/cli.ts';
+import { describe, test } from 'node:test';
+import { cliEnvFactory, membershipChanges, pidsUnder, statusOf, type CliEnv } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
-const envs: CliEnv[] = [];
-function newEnv(prefix: string): CliEnv {
-  const env = new CliEnv(prefix);
-  envs.push(env);
-  return env;
-}
-after(() => {
-  for (const env of envs) env.cleanup();
-});
-
-function statusOf(stdout: string): ControlPlaneStatusDocument {
-  return JSON.parse(stdout) as ControlPlaneStatusDocument;
-}
+const newEnv = cliEnvFactory();
 
 /** Replays the recorded membership changes: no two overlap in time, never two learners at once. */
 function assertSerializedMembership(env: CliEnv, cluster: string): void {

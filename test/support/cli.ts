@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after } from 'node:test';
 import { SqliteStateStore } from '../../src/adapters/sqlite-state-store.ts';
 import type { EventRecord, MachineRecord } from '../../src/domain/machine.ts';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
@@ -72,6 +74,13 @@ export class CliEnv {
     }
   }
 
+  /** Writes a ControlPlane manifest into the state dir and returns its path. */
+  writeManifest(name: string, spec: Record<string, unknown>): string {
+    const path = join(this.stateDir, `${name}.json`);
+    writeFileSync(path, JSON.stringify({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec }));
+    return path;
+  }
+
   /** Events recorded for a cluster, read straight from the state store. */
   events(cluster: string): EventRecord[] {
     return this.withStore((store) => store.listEvents(cluster));
@@ -104,4 +113,22 @@ export const MEMBERSHIP_ACTIONS = new Set(['InitCluster', 'AddLearner', 'StartMe
 /** Membership changes that took effect, in start order, from the event log. */
 export function membershipChanges(events: EventRecord[]): EventRecord[] {
   return events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Succeeded').sort((a, b) => a.at - b.at);
+}
+
+/** The status document a `-o json` run printed. */
+export function statusOf(stdout: string): ControlPlaneStatusDocument {
+  return JSON.parse(stdout) as ControlPlaneStatusDocument;
+}
+
+/** Makes CliEnvs that are all cleaned up (their processes stopped by PID) after the test file. */
+export function cliEnvFactory(): (addressPrefix: string) => CliEnv {
+  const envs: CliEnv[] = [];
+  after(() => {
+    for (const env of envs) env.cleanup();
+  });
+  return (addressPrefix) => {
+    const env = new CliEnv(addressPrefix);
+    envs.push(env);
+    return env;
+  };
 }
