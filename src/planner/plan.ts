@@ -172,7 +172,13 @@ function requestDeletions(step: Step): RequestMachineDeletion[] {
 function serialMayCreate(step: Step, active: readonly ObservedMachine[]): boolean {
   const { view } = step;
   const settled = active.every((m) => isReadyVoter(view, m));
-  const leavingMembers = view.observed.machines.some((m) => isGone(step, m) && view.memberOf(m) !== undefined);
+  // Departures are waited for only while some voter stays: when every voter is leaving or failed, the
+  // last one cannot leave (LastVoter) before a new voter joins, so waiting would deadlock.
+  const votersStay = view.voters.some((member) => {
+    const machine = view.machineOf(member);
+    return machine !== undefined && !isGone(step, machine);
+  });
+  const leavingMembers = votersStay && view.observed.machines.some((m) => isGone(step, m) && view.memberOf(m) !== undefined);
   if (settled && view.learners.length === 0 && !leavingMembers) return true;
   step.waits.push({ code: 'SerialWaitingForPrevious', message: 'serial strategy: waiting until every machine is a healthy voter before creating the next' });
   return false;

@@ -40,6 +40,8 @@ interface ModelMachine {
   cluster: string;
   name: string;
   address: string;
+  clientURL: string;
+  peerURL: string;
   readyAt: number;
   failProvisioning: boolean;
   neverStarts: boolean;
@@ -117,8 +119,8 @@ function fail(kind: EtcdErrorKind, message: string): never {
   throw error;
 }
 
-const peerURLOf = (machine: ModelMachine): string => `http://${machine.address}:2380`;
-const clientURLOf = (machine: ModelMachine): string => `http://${machine.address}:2379`;
+const peerURLOf = (machine: ModelMachine): string => machine.peerURL;
+const clientURLOf = (machine: ModelMachine): string => machine.clientURL;
 
 /** `--initial-cluster` entries (`name=url,...`). */
 function parseInitialCluster(text: string): { name: string; url: string }[] {
@@ -141,6 +143,9 @@ function parseInitialCluster(text: string): { name: string; url: string }[] {
  */
 export class ModelWorld {
   readonly machines = new Map<string, ModelMachine>();
+  /** Machines by URL (addresses are unique: a cluster slot and an ordinal never reused). */
+  private readonly byPeerURL = new Map<string, ModelMachine>();
+  private readonly byClientURL = new Map<string, ModelMachine>();
   readonly clusters = new Map<string, ModelCluster>();
   readonly violations: ModelViolation[] = [];
   /** Clusters bootstrapped (`--initial-cluster-state new` on an empty data dir). */
@@ -205,10 +210,13 @@ export class ModelWorld {
     const key = `${request.cluster}/${request.name}`;
     let machine = this.machines.get(key);
     if (!machine) {
+      const address = `10.${String(this.slotOf(request.cluster))}.${String(Math.floor(request.ordinal / 250))}.${String((request.ordinal % 250) + 1)}`;
       machine = {
         cluster: request.cluster,
         name: request.name,
-        address: `10.${String(this.slotOf(request.cluster))}.${String(Math.floor(request.ordinal / 250))}.${String((request.ordinal % 250) + 1)}`,
+        address,
+        clientURL: `http://${address}:2379`,
+        peerURL: `http://${address}:2380`,
         readyAt: this.clock.now() + drawDuration(this.timings.provisioning, this.random),
         failProvisioning: false,
         neverStarts: false,
@@ -216,6 +224,8 @@ export class ModelWorld {
         version: '',
       };
       this.machines.set(key, machine);
+      this.byPeerURL.set(machine.peerURL, machine);
+      this.byClientURL.set(machine.clientURL, machine);
     }
     return this.infraOf(machine);
   }
@@ -245,12 +255,18 @@ export class ModelWorld {
     return machine.deleteAt !== undefined && this.clock.now() >= machine.deleteAt;
   }
 
+  private live(machine: ModelMachine | undefined): ModelMachine | undefined {
+    return machine && !this.isGone(machine) ? machine : undefined;
+  }
+
   describeMachine(cluster: string, name: string): MachineInfra | undefined {
     const key = `${cluster}/${name}`;
     const machine = this.machines.get(key);
     if (!machine) return undefined;
     if (this.isGone(machine)) {
       this.machines.delete(key);
+      if (this.byPeerURL.get(machine.peerURL) === machine) this.byPeerURL.delete(machine.peerURL);
+      if (this.byClientURL.get(machine.clientURL) === machine) this.byClientURL.delete(machine.clientURL);
       return undefined;
     }
     return this.infraOf(machine);
@@ -384,9 +400,10 @@ export class ModelWorld {
   /** The cluster a running member at one of these peer URLs belongs to. */
   private clusterReachableVia(peerURLs: readonly string[]): ModelCluster | undefined {
     for (const url of peerURLs) {
-      const machine = [...this.machines.values()].find((m) => peerURLOf(m) === url && m.running && !this.isGone(m));
-      const state = machine?.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
-      if (state && machine?.dataMemberId !== undefined && state.members.has(machine.dataMemberId)) return state;
+      const machine = this.live(this.byPeerURL.get(url));
+      if (!machine?.running) continue;
+      const state = machine.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
+      if (state && machine.dataMemberId !== undefined && state.members.has(machine.dataMemberId)) return state;
     }
     return undefined;
   }
@@ -417,7 +434,8 @@ export class ModelWorld {
   }
 
   private machineOfMember(state: ModelCluster, member: ModelMember): ModelMachine | undefined {
-    return [...this.machines.values()].find((m) => m.cluster === state.owner && peerURLOf(m) === member.peerURL && !this.isGone(m));
+    const machine = this.live(this.byPeerURL.get(member.peerURL));
+    return machine?.cluster === state.owner ? machine : undefined;
   }
 
   private isRunning(state: ModelCluster, member: ModelMember): boolean {
@@ -467,7 +485,7 @@ export class ModelWorld {
 
   /** The cluster and member an endpoint reaches, or the error a client would get. */
   private endpoint(url: string): { state: ModelCluster; member: ModelMember } {
-    const machine = [...this.machines.values()].find((m) => clientURLOf(m) === url && !this.isGone(m));
+    const machine = this.live(this.byClientURL.get(url));
     if (!machine?.running) fail('Unreachable', `connect ECONNREFUSED ${url}`);
     const state = machine.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
     const member = state && machine.dataMemberId !== undefined ? state.members.get(machine.dataMemberId) : undefined;

@@ -50,7 +50,7 @@ function guarded<T extends object>(target: T, alive: () => boolean): T {
   });
 }
 
-/** A complete simulated world: model etcd and machines, a memory store and a virtual clock. */
+/** A complete simulated world: model etcd and machines, an in-memory store and a virtual clock. */
 export class Simulation {
   readonly clock = new VirtualClock(1_000_000);
   readonly random: () => number;

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { quorum } from '../../src/domain/quorum.ts';
 import { Simulation } from '../../src/sim/simulate.ts';
-import { changeScenarioArb, faultScenarioArb, oddReplicas } from './arbitraries.ts';
+import { changeScenarioArb, faultScenarioArb, oddReplicas, raceScenarioArb } from './arbitraries.ts';
 import { InvariantChecker, manifestFor, NAME, runScenario, type Scenario, type SpecInput, type Trace } from './harness.ts';
 
 /**
@@ -11,7 +11,7 @@ import { InvariantChecker, manifestFor, NAME, runScenario, type Scenario, type S
  * (seed, path and the shrunk counterexample).
  */
 
-export type PropertyName = 'faults' | 'changes' | 'majority';
+export type PropertyName = 'faults' | 'changes' | 'races' | 'majority';
 
 export const BASE_SPEC: SpecInput = {
   replicas: 3,
@@ -47,6 +47,11 @@ export function faultsProperty(runs: number): Promise<string> {
 /** Spec changes mid-run (scale 1..9, upgrade as a rollout) with faults and controller crashes. */
 export function changesProperty(runs: number): Promise<string> {
   return scenarios(changeScenarioArb, runs, 'changes');
+}
+
+/** A converged cluster's spec changes while member crashes lie in wait for the membership decisions. */
+export function racesProperty(runs: number): Promise<string> {
+  return scenarios(raceScenarioArb, runs, 'races');
 }
 
 /**
@@ -100,5 +105,6 @@ export async function majorityProperty(runs: number): Promise<string> {
 export const PROPERTIES: Record<PropertyName, (runs: number) => Promise<string>> = {
   faults: faultsProperty,
   changes: changesProperty,
+  races: racesProperty,
   majority: majorityProperty,
 };

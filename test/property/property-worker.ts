@@ -1,19 +1,21 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { PROPERTIES, type PropertyName } from './properties.ts';
 
-/** Runs one property off the main thread (invariants.test.ts uses the second core) and reports back. */
+/** Runs properties off the main thread (invariants.test.ts uses the second core) and reports each. */
 export interface WorkerRequest {
-  property: PropertyName;
+  properties: PropertyName[];
   runs: number;
 }
 
-export type WorkerReply = { ok: true; summary: string } | { ok: false; message: string };
+export type WorkerReply = { property: PropertyName } & ({ ok: true; summary: string } | { ok: false; message: string });
 
 const request = workerData as WorkerRequest;
-let reply: WorkerReply;
-try {
-  reply = { ok: true, summary: await PROPERTIES[request.property](request.runs) };
-} catch (error) {
-  reply = { ok: false, message: error instanceof Error ? error.message : String(error) };
+for (const property of request.properties) {
+  let reply: WorkerReply;
+  try {
+    reply = { property, ok: true, summary: await PROPERTIES[property](request.runs) };
+  } catch (error) {
+    reply = { property, ok: false, message: error instanceof Error ? error.message : String(error) };
+  }
+  parentPort?.postMessage(reply);
 }
-parentPort?.postMessage(reply);
