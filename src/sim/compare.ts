@@ -91,7 +91,7 @@ function manifestFor(options: CompareOptions, strategy: Strategy): ControlPlane 
 
 /** Virtual ms from the first pass to convergence for one run; undefined when it did not converge. */
 export async function timeToReady(manifest: ControlPlane, seed: number, timings: Partial<ModelTimings>, timeoutMs: number): Promise<number | undefined> {
-  const sim = new Simulation(manifest, { seed, timings });
+  const sim = new Simulation(manifest, { seed, timings, fastForward: true });
   const start = sim.clock.now();
   const result = await sim.run(timeoutMs);
   return result.outcome === 'Converged' ? sim.clock.now() - start : undefined;

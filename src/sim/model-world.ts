@@ -160,6 +160,32 @@ export class ModelWorld {
     private readonly slots = new Map<string, number>(),
   ) {}
 
+  /**
+   * The next time the model changes by itself (a machine finishes provisioning or deletion, a learner
+   * catches up or publishes, the 5 s peer-connection rule lapses, an election ends). Between two such
+   * times every observation is identical, so a poll in between can only repeat the previous decision.
+   */
+  nextChangeAfter(now: number): number | undefined {
+    let next = Number.POSITIVE_INFINITY;
+    const consider = (at: number | undefined): void => {
+      if (at !== undefined && at > now && at < next) next = at;
+    };
+    for (const machine of this.machines.values()) {
+      consider(machine.readyAt);
+      consider(machine.deleteAt);
+    }
+    for (const cluster of this.clusters.values()) {
+      consider(cluster.electionUntil);
+      for (const member of cluster.members.values()) {
+        consider(member.caughtUpAt);
+        consider(member.publishedAt);
+        if (member.connectedSince !== undefined) consider(member.connectedSince + this.timings.peerHealthGateMs);
+      }
+      for (const removedAt of cluster.removedPeerURLs.values()) consider(removedAt + 1000);
+    }
+    return Number.isFinite(next) ? next : undefined;
+  }
+
   // ---- faults -------------------------------------------------------------------------------------
 
   /** The member process crashes; its data stays, so a later start restarts the same member. */

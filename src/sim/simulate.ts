@@ -8,6 +8,7 @@ import { ModelEtcdAdmin, ModelProvider } from './model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld, type ModelTimings } from './model-world.ts';
 import { seededRandom } from './random.ts';
 import { SimStateStore } from './sim-state-store.ts';
+import type { Clock } from '../ports/clock.ts';
 import { VirtualClock } from './virtual-clock.ts';
 
 export interface SimulationOptions {
@@ -20,6 +21,13 @@ export interface SimulationOptions {
   restartDelayMs?: number;
   /** Safety gate grace before a run ends as Blocked (default 60 s). */
   blockedGraceMs?: number;
+  /**
+   * Skip the controller's idle polls: a requeue that would wake before the model's next change wakes
+   * at the first poll tick after it instead, exactly when the same poll loop would first see the
+   * change. Only for fault-free runs (what-if timing): faults and planner deadlines are not model
+   * changes, so runs with them must poll every tick.
+   */
+  fastForward?: boolean;
 }
 
 /** Passes in a row at one virtual instant before a run counts as a livelock. */
@@ -63,6 +71,7 @@ export class Simulation {
   private readonly crashAt: ((name: FailpointName) => boolean) | undefined;
   private readonly restartDelayMs: number;
   private readonly blockedGraceMs: number;
+  private readonly controllerClock: Clock;
 
   constructor(
     readonly manifest: ControlPlane,
@@ -80,7 +89,21 @@ export class Simulation {
     this.crashAt = options.crashAt;
     this.restartDelayMs = options.restartDelayMs ?? 1000;
     this.blockedGraceMs = options.blockedGraceMs ?? 60_000;
+    this.controllerClock = options.fastForward === true ? this.fastForwardClock() : this.clock;
     applyControlPlane(this.store, manifest, this.clock.now());
+  }
+
+  private fastForwardClock(): Clock {
+    const { clock, world } = this;
+    return {
+      now: () => clock.now(),
+      sleep: (ms) => {
+        const now = clock.now();
+        const next = ms > 0 ? world.nextChangeAfter(now) : undefined;
+        if (next === undefined || next <= now + ms) return clock.sleep(ms);
+        return clock.sleep(Math.ceil((next - now) / ms) * ms);
+      },
+    };
   }
 
   /** The ports as the current controller incarnation sees them (a crash retires the previous ones). */
@@ -96,7 +119,7 @@ export class Simulation {
       etcd: guarded(new ModelEtcdAdmin(this.world), alive),
       provider: guarded(new ModelProvider(this.world), alive),
       store: guarded(this.store, alive),
-      clock: this.clock,
+      clock: this.controllerClock,
       failpoint: (name) => {
         if (!alive()) throw new FailpointCrash('the controller process is gone');
         if (this.crashAt?.(name)) {

@@ -4,6 +4,7 @@ import { validateControlPlane } from '../../src/api/control-plane.ts';
 import { REQUEUE } from '../../src/planner/plan.ts';
 import { compareStrategies, percentile, timeToReady } from '../../src/sim/compare.ts';
 import { MEASURED_TIMINGS } from '../../src/sim/model-world.ts';
+import { Simulation } from '../../src/sim/simulate.ts';
 
 /**
  * The evidence for the design's central claim, in virtual time on the model with etcd's measured
@@ -99,4 +100,28 @@ test('percentile is nearest-rank', () => {
   assert.equal(percentile(samples, 99), 100);
   assert.equal(percentile([7], 99), 7);
   assert.ok(Number.isNaN(percentile([], 50)));
+});
+
+test('fast-forward skips only idle polls: the same seed reaches ready at the same virtual time with and without it', async () => {
+  for (const strategy of ['parallel', 'serial'] as const) {
+    const manifest = validateControlPlane({
+      apiVersion: 'fastplane.dev/v1alpha1',
+      kind: 'ControlPlane',
+      metadata: { name: 'ff' },
+      spec: { replicas: 5, scaleUp: { strategy }, provider: { provisioningDelay: '20s-40s' } },
+    });
+    for (const seed of [1, 2, 3]) {
+      const times: { ms: number; passes: number }[] = [];
+      for (const fastForward of [false, true]) {
+        const sim = new Simulation(manifest, { seed, fastForward });
+        const start = sim.clock.now();
+        const result = await sim.run(3_600_000);
+        assert.equal(result.outcome, 'Converged');
+        times.push({ ms: sim.clock.now() - start, passes: result.passes });
+      }
+      const [polling, skipping] = times;
+      assert.equal(skipping!.ms, polling!.ms, `${strategy} seed ${String(seed)}: same time to ready`);
+      assert.ok(skipping!.passes < polling!.passes / 3, `${strategy} seed ${String(seed)}: far fewer passes (${String(skipping!.passes)} vs ${String(polling!.passes)})`);
+    }
+  }
 });
