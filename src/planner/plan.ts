@@ -454,7 +454,12 @@ function requeueAfter(step: Step, actions: number, converged: boolean): number {
  * most one membership action, and a reason for every action and every wait.
  */
 export function plan(spec: PlannerSpec, observed: Observed, now: number): Decision {
-  const view = buildView(spec, observed, now);
+  return planFromView(buildView(spec, observed, now));
+}
+
+/** plan() for a view the caller already built (the reconciler records from the same view). */
+export function planFromView(view: ClusterView): Decision {
+  const { observed } = view;
   const step: Step = {
     view,
     failed: new Set(observed.machines.filter((m) => m.record.failed).map(nameOf)),

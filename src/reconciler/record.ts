@@ -1,6 +1,6 @@
 import type { MachineRecord } from '../domain/machine.ts';
-import type { Decision, Observed, PlannerSpec } from '../planner/types.ts';
-import { buildView } from '../planner/view.ts';
+import type { Decision } from '../planner/types.ts';
+import type { ClusterView } from '../planner/view.ts';
 import type { StateStore } from '../ports/state-store.ts';
 
 /**
@@ -8,38 +8,45 @@ import type { StateStore } from '../ports/state-store.ts';
  * addresses, how long a voter has been unhealthy and when a learner last made progress. Pure
  * bookkeeping; decisions stay in the planner.
  */
-export function recordObservation(store: StateStore, cluster: string, spec: PlannerSpec, observed: Observed, decision: Decision, now: number): MachineRecord[] {
-  const view = buildView(spec, observed, now);
+export function recordObservation(store: StateStore, cluster: string, view: ClusterView, decision: Decision): MachineRecord[] {
+  const { observed, now } = view;
   const changed: MachineRecord[] = [];
   store.transaction(() => {
     for (const machine of observed.machines) {
       const before = machine.record;
-      const next: MachineRecord = { ...before, phaseTimes: { ...before.phaseTimes } };
+      const next: MachineRecord = { ...before };
+      // Compared field by field: this runs on every pass, and most passes change nothing.
+      const edits = { count: 0 };
+      const set = <K extends keyof MachineRecord>(key: K, value: MachineRecord[K] | undefined): void => {
+        if (next[key] === value) return;
+        edits.count++;
+        if (value === undefined) Reflect.deleteProperty(next, key);
+        else next[key] = value;
+      };
       const phase = decision.phases[before.name] ?? before.phase;
       if (phase !== before.phase) {
-        next.phase = phase;
-        next.phaseTimes[phase] ??= now;
+        set('phase', phase);
+        set('phaseTimes', { ...before.phaseTimes, [phase]: before.phaseTimes[phase] ?? now });
       }
       if (machine.infra) {
-        next.address = machine.infra.address;
-        next.clientURL = machine.infra.clientURL;
-        next.peerURL = machine.infra.peerURL;
+        set('address', machine.infra.address);
+        set('clientURL', machine.infra.clientURL);
+        set('peerURL', machine.infra.peerURL);
       }
       const member = view.membersKnown ? view.memberOf(machine) : undefined;
       if (member) {
-        next.memberId = member.id;
+        set('memberId', member.id);
         if (member.isLearner) {
           const applied = member.status?.ok ? member.status.status.raftAppliedIndex : undefined;
-          if (applied !== undefined && applied !== before.learnerProgress?.appliedIndex) next.learnerProgress = { appliedIndex: applied, at: now };
+          if (applied !== undefined && applied !== before.learnerProgress?.appliedIndex) set('learnerProgress', { appliedIndex: applied, at: now });
         } else {
-          delete next.learnerProgress;
-          if (view.isHealthyVoter(member)) delete next.unhealthySince;
-          else next.unhealthySince ??= now;
+          set('learnerProgress', undefined);
+          set('unhealthySince', view.isHealthyVoter(member) ? undefined : (before.unhealthySince ?? now));
         }
       } else if (view.membersKnown) {
-        delete next.unhealthySince;
+        set('unhealthySince', undefined);
       }
-      if (JSON.stringify(next) !== JSON.stringify(before)) {
+      if (edits.count > 0) {
         store.putMachine(next);
         changed.push(next);
       }

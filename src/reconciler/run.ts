@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { MachineRecord } from '../domain/machine.ts';
 import { execute, type ExecutorDeps } from '../executor/execute.ts';
-import { plan, REQUEUE } from '../planner/plan.ts';
+import { planFromView, REQUEUE } from '../planner/plan.ts';
+import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
 import { observe } from './observe.ts';
@@ -43,8 +44,9 @@ export async function reconcileOnce(
   const spec = toPlannerSpec(cp.manifest);
   const observed = await observe(deps, last);
   const now = deps.clock.now();
-  const decision = plan(spec, observed, now);
-  const changed = recordObservation(deps.store, deps.cluster, spec, observed, decision, now);
+  const view = buildView(spec, observed, now);
+  const decision = planFromView(view);
+  const changed = recordObservation(deps.store, deps.cluster, view, decision);
   recordConditions(deps.store, deps.cluster, decision.conditions, now);
   onPass?.({ observed, decision, changed, now });
   const report = await execute(deps, observed, decision);
