@@ -11,17 +11,9 @@ set -euo pipefail
 CACHE="${FASTPLANE_ETCD_CACHE:-$HOME/.cache/fastplane/etcd}"
 MIRROR=""
 
-log() { echo "install-etcd: $*" >&2; }
-
-# Runs a command silently; on failure prints its output with every URL host redacted, then fails.
-quiet() {
-  local output
-  if ! output=$("$@" 2>&1); then
-    printf '%s\n' "$output" | sed -E 's#https?://[^ /]+#<mirror>#g' >&2
-    log "failed: $1 $2"
-    return 1
-  fi
-}
+LOG_PREFIX=install-etcd
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 etcd_version() { "$1" --version 2>/dev/null | awk '/^etcd Version:/ { print $3; exit }'; }
 

@@ -4,17 +4,9 @@
 #    to check that the HTML really renders and to refresh docs/timeline.png.
 # apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
-
-log() { echo "install-test-tools: $*" >&2; }
-
-quiet() {
-  local output
-  if ! output=$("$@" 2>&1); then
-    printf '%s\n' "$output" | sed -E 's#https?://[^ /]+#<mirror>#g' >&2
-    log "failed: $1 $2"
-    return 1
-  fi
-}
+LOG_PREFIX=install-test-tools
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 if command -v chromium >/dev/null 2>&1; then
   log "chromium already installed: $(chromium --version 2>/dev/null || echo unknown version)"
