@@ -1,142 +1,148 @@
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { StateStore } from '../ports/state-store.ts';
+import { isProcessAlive } from './process-alive.ts';
 
 /**
- * Whether a lease holder's process still exists. EPERM means it exists but belongs to another user.
- * A pid that is not a positive integer names no single process (0 and negatives address process
- * groups), so such a holder counts as gone.
+ * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared
+ * StateStore contract runs against both), and cheap enough for simulations of thousands of passes: a
+ * transaction costs O(records), not O(the whole event log), because stored values are never mutated,
+ * so a snapshot is a shallow copy of the maps plus the event count.
  */
-export function isProcessAlive(pid: number): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
+
+/** Deep copy of plain data (objects, arrays, primitives), as the records are. */
+function copy<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((item: unknown) => copy(item)) as T;
+  const source = value as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const key in source) out[key] = copy(source[key]);
+  return out as T;
 }
 
 interface Lease {
   pid: number;
   token: string;
-  acquiredAt: number;
 }
 
-interface State {
+interface Snapshot {
   controlPlanes: Map<string, ControlPlaneRecord>;
-  /** cluster -> machine name -> record */
   machines: Map<string, Map<string, MachineRecord>>;
   events: EventRecord[];
+  eventCount: number;
   leases: Map<string, Lease>;
 }
 
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
 export interface MemoryStateStoreOptions {
-  /** Decides whether a lease holder still runs; the simulator can fake process lifetimes with it. */
+  /** Whether a lease holder's process is alive (default: ask the OS). */
   isHolderAlive?: (pid: number) => boolean;
 }
 
-/** The StateStore in memory, with the SQLite store's semantics, for the simulator and tests. */
 export class MemoryStateStore implements StateStore {
-  private state: State = { controlPlanes: new Map(), machines: new Map(), events: [], leases: new Map() };
+  private controlPlanes = new Map<string, ControlPlaneRecord>();
+  private machines = new Map<string, Map<string, MachineRecord>>();
+  /** Append-only between deletions; elements are never changed in place. */
+  private events: EventRecord[] = [];
+  private leases = new Map<string, Lease>();
+
   private readonly isHolderAlive: (pid: number) => boolean;
 
   constructor(options: MemoryStateStoreOptions = {}) {
     this.isHolderAlive = options.isHolderAlive ?? isProcessAlive;
   }
 
-  // Records are cloned on the way in and out so that, as with SQLite, callers never share stored objects.
-
   getControlPlane(name: string): ControlPlaneRecord | undefined {
-    const record = this.state.controlPlanes.get(name);
-    return record && structuredClone(record);
+    const record = this.controlPlanes.get(name);
+    return record && copy(record);
   }
 
   listControlPlanes(): ControlPlaneRecord[] {
-    return [...this.state.controlPlanes.values()]
-      .sort((a, b) => a.createdAt - b.createdAt || compareText(a.name, b.name))
-      .map((record) => structuredClone(record));
+    return [...this.controlPlanes.values()].sort((a, b) => a.createdAt - b.createdAt || compareText(a.name, b.name)).map(copy);
   }
 
   putControlPlane(record: ControlPlaneRecord): void {
-    this.state.controlPlanes.set(record.name, structuredClone(record));
+    this.controlPlanes.set(record.name, copy(record));
   }
 
   deleteControlPlane(name: string): void {
-    this.state.controlPlanes.delete(name);
-    this.state.machines.delete(name);
-    this.state.events = this.state.events.filter((event) => event.cluster !== name);
-    this.state.leases.delete(name);
+    this.controlPlanes.delete(name);
+    this.machines.delete(name);
+    this.events = this.events.filter((event) => event.cluster !== name);
+    this.leases.delete(name);
   }
 
   listMachines(cluster: string): MachineRecord[] {
-    return [...(this.state.machines.get(cluster)?.values() ?? [])]
-      .sort((a, b) => a.ordinal - b.ordinal || compareText(a.name, b.name))
-      .map((record) => structuredClone(record));
+    return [...(this.machines.get(cluster)?.values() ?? [])].sort((a, b) => a.ordinal - b.ordinal || compareText(a.name, b.name)).map(copy);
   }
 
   getMachine(cluster: string, name: string): MachineRecord | undefined {
-    const record = this.state.machines.get(cluster)?.get(name);
-    return record && structuredClone(record);
+    const record = this.machines.get(cluster)?.get(name);
+    return record && copy(record);
   }
 
   putMachine(record: MachineRecord): void {
-    let machines = this.state.machines.get(record.cluster);
-    if (!machines) {
-      machines = new Map();
-      this.state.machines.set(record.cluster, machines);
-    }
-    machines.set(record.name, structuredClone(record));
+    // Copy-on-write of the cluster's map, so a snapshot holding the old map stays intact.
+    const machines = new Map(this.machines.get(record.cluster));
+    machines.set(record.name, copy(record));
+    this.machines.set(record.cluster, machines);
   }
 
   deleteMachine(cluster: string, name: string): void {
-    const machines = this.state.machines.get(cluster);
-    machines?.delete(name);
-    if (machines?.size === 0) this.state.machines.delete(cluster);
+    const current = this.machines.get(cluster);
+    if (!current?.has(name)) return;
+    const machines = new Map(current);
+    machines.delete(name);
+    if (machines.size === 0) this.machines.delete(cluster);
+    else this.machines.set(cluster, machines);
   }
 
   appendEvent(event: EventRecord): void {
-    this.state.events.push(structuredClone(event));
+    this.events.push(copy(event));
   }
 
   listEvents(cluster: string): EventRecord[] {
-    return this.state.events.filter((event) => event.cluster === cluster).map((event) => structuredClone(event));
+    return this.events.filter((event) => event.cluster === cluster).map(copy);
   }
 
   transaction<T>(fn: () => T): T {
-    const snapshot = structuredClone(this.state);
+    const snapshot: Snapshot = {
+      controlPlanes: new Map(this.controlPlanes),
+      machines: new Map(this.machines),
+      events: this.events,
+      eventCount: this.events.length,
+      leases: new Map(this.leases),
+    };
     try {
       const result = fn();
-      // As better-sqlite3 does: writes after an await would land outside the transaction.
-      if (isThenable(result)) throw new TypeError('Transaction function cannot return a promise');
+      if (typeof result === 'object' && result !== null && typeof (result as { then?: unknown }).then === 'function') {
+        throw new TypeError('Transaction function cannot return a promise');
+      }
       return result;
     } catch (error) {
-      this.state = snapshot;
+      this.controlPlanes = snapshot.controlPlanes;
+      this.machines = snapshot.machines;
+      snapshot.events.length = snapshot.eventCount;
+      this.events = snapshot.events;
+      this.leases = snapshot.leases;
       throw error;
     }
   }
 
   acquireLease(cluster: string, holder: { pid: number; token: string }): boolean {
-    const current = this.state.leases.get(cluster);
+    const current = this.leases.get(cluster);
     if (current && current.token !== holder.token && this.isHolderAlive(current.pid)) return false;
-    this.state.leases.set(cluster, { pid: holder.pid, token: holder.token, acquiredAt: Date.now() });
+    this.leases.set(cluster, { pid: holder.pid, token: holder.token });
     return true;
   }
 
   releaseLease(cluster: string, token: string): void {
-    if (this.state.leases.get(cluster)?.token === token) this.state.leases.delete(cluster);
+    if (this.leases.get(cluster)?.token === token) this.leases.delete(cluster);
   }
 
-  /** Nothing to release; the state lives as long as the object. */
   close(): void {
-    // Intentionally empty.
+    // Nothing to release.
   }
-}
-
-function isThenable(value: unknown): boolean {
-  return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';
-}
-
-/** Plain code-unit order, which matches SQLite's BINARY collation for the ASCII names used here. */
-function compareText(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
 }

@@ -7,7 +7,7 @@ import { runUntilSettled, type RunOptions, type RunResult } from '../reconciler/
 import { ModelEtcdAdmin, ModelProvider } from './model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld, type ModelTimings } from './model-world.ts';
 import { seededRandom } from './random.ts';
-import { SimStateStore } from './sim-state-store.ts';
+import { MemoryStateStore } from '../adapters/memory-state-store.ts';
 import type { Clock } from '../ports/clock.ts';
 import { VirtualClock } from './virtual-clock.ts';
 
@@ -63,7 +63,8 @@ export class Simulation {
   readonly clock = new VirtualClock(1_000_000);
   readonly random: () => number;
   readonly world: ModelWorld;
-  readonly store = new SimStateStore();
+  // A simulated controller is the only one: no lease holder is ever alive besides it.
+  readonly store = new MemoryStateStore({ isHolderAlive: () => false });
   readonly cluster: string;
   /** Controller crashes so far (failpoints that fired). */
   crashes = 0;
