@@ -131,30 +131,32 @@ export class Etcd3Admin implements EtcdAdmin {
   }
 
   /** Reads: any failure moves on to the next endpoint. */
-  private async firstAnswer<T>(call: string, endpoints: readonly string[], run: (client: Etcd3) => Promise<T>): Promise<T> {
-    const failures: { endpoint: string; error: EtcdAdminError }[] = [];
-    for (const endpoint of endpoints) {
-      try {
-        return await run(this.client(endpoint));
-      } catch (error) {
-        failures.push({ endpoint, error: classifyEtcdError(error) });
-      }
-    }
-    throw allFailed(call, failures);
+  private firstAnswer<T>(call: string, endpoints: readonly string[], run: (client: Etcd3) => Promise<T>): Promise<T> {
+    return this.tryInTurn(call, endpoints, run, () => true);
   }
 
   /**
    * Membership changes: only a refusal that proves nothing happened moves on to the next endpoint.
    * A timeout or any etcd refusal is thrown at once, for the caller to re-observe.
    */
-  private async change<T>(call: string, endpoints: readonly string[], run: (client: Etcd3) => Promise<T>): Promise<T> {
+  private change<T>(call: string, endpoints: readonly string[], run: (client: Etcd3) => Promise<T>): Promise<T> {
+    return this.tryInTurn(call, endpoints, run, provablyNotExecuted);
+  }
+
+  /** Tries the endpoints in order; a failure moves on only when `moveOn` allows it. */
+  private async tryInTurn<T>(
+    call: string,
+    endpoints: readonly string[],
+    run: (client: Etcd3) => Promise<T>,
+    moveOn: (error: EtcdAdminError) => boolean,
+  ): Promise<T> {
     const failures: { endpoint: string; error: EtcdAdminError }[] = [];
     for (const endpoint of endpoints) {
       try {
         return await run(this.client(endpoint));
       } catch (error) {
         const classified = classifyEtcdError(error);
-        if (!provablyNotExecuted(classified)) throw classified;
+        if (!moveOn(classified)) throw classified;
         failures.push({ endpoint, error: classified });
       }
     }
