@@ -70,6 +70,27 @@ export interface BenchMachine {
   catchUpSeconds: number | null;
   /** Whether its etcd log shows a database snapshot received from the leader (null: no log to read). */
   receivedSnapshot: boolean | null;
+  /** How the received snapshot went, from the member's own log; null without one. */
+  snapshot: LearnerSnapshot | null;
+}
+
+/** A learner's snapshot catch-up as its etcd log tells it (3.4 with --logger zap, and 3.5, log the same messages). */
+export interface LearnerSnapshot {
+  /** Bytes of the database snapshot the leader sent: the backend file, larger than the keys written. */
+  bytes: number;
+  /** "receiving database snapshot" to "received and saved database snapshot": the transfer, written to disk. */
+  receiveSeconds: number;
+  /** Saved to "applied snapshot": opening the received backend and rebuilding the key index. */
+  applySeconds: number;
+  /** Learner process started (AddLearner done) to snapshot applied: the data part of catch-up. */
+  appliedAfterSeconds: number;
+  /**
+   * The first attempt to publish the member timed out (etcd's request timeout, 7 s by default). This
+   * happens when the leader applied the learner's publish proposal before building the snapshot: the
+   * entry then arrives inside the snapshot, never as an entry, so the wait for it never ends. The
+   * learner serves clients only after the retry.
+   */
+  publishTimedOut: boolean;
 }
 
 export interface StrategyRun {
@@ -120,11 +141,23 @@ export interface BenchResult extends BenchFigures {
   preload: {
     bytes: number;
     valueBytes: number;
+    /** Median size of the snapshots sent (the bytes copied below); the preloaded bytes when no learner got one. */
+    snapshotBytes: number;
+    /** Pushing snapshotBytes through a TCP connection on 127.0.0.1. */
     loopbackCopySeconds: number;
+    /** Median of catchUpSeconds over joined learners: process start to promotion. */
     catchUpSeconds: number | null;
     catchUpOverCopy: number | null;
+    /** Median of snapshot.appliedAfterSeconds: process start to snapshot applied. */
+    dataCatchUpSeconds: number | null;
+    dataCatchUpOverCopy: number | null;
+    /** Median of snapshot.receiveSeconds: etcd's own transfer of the snapshot. */
+    snapshotReceiveSeconds: number | null;
+    receiveOverCopy: number | null;
     /** Joined learners whose log shows a received snapshot, of all joined learners. */
     learnersSentSnapshot: string;
+    /** Learners with a snapshot whose first publish timed out (see LearnerSnapshot.publishTimedOut). */
+    publishTimeouts: string;
   } | null;
   runs: BenchRun[];
 }
@@ -240,19 +273,55 @@ function membershipOf(events: EventRecord[]): EventRecord[] {
   return events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Succeeded').sort((a, b) => a.at - b.at);
 }
 
-/**
- * Read from the member's own log (the local provider keeps it at clusters/<cluster>/machines/<name>/
- * etcd.log): proof that a preload really made the learner catch up from a snapshot, not a log replay.
- */
-function receivedSnapshot(stateDir: string, record: MachineRecord): boolean | null {
+/** The member's etcd log (the local provider keeps it at clusters/<cluster>/machines/<name>/etcd.log); null if absent. */
+function memberLog(stateDir: string, record: MachineRecord): string | null {
   try {
-    return readFileSync(join(stateDir, 'clusters', record.cluster, 'machines', record.name, 'etcd.log'), 'utf8').includes('received and saved database snapshot');
+    return readFileSync(join(stateDir, 'clusters', record.cluster, 'machines', record.name, 'etcd.log'), 'utf8');
   } catch {
     return null;
   }
 }
 
-function machineMetrics(record: MachineRecord, changes: EventRecord[], t0: number, snapshot: boolean | null): BenchMachine {
+const SNAPSHOT_RECEIVING = 'receiving database snapshot';
+const SNAPSHOT_SAVED = 'received and saved database snapshot';
+const SNAPSHOT_APPLIED = 'applied snapshot';
+const PUBLISH_FAILED = 'failed to publish local member to cluster through raft';
+
+/**
+ * The first snapshot a learner received, from its own zap log: proof that a preload made it catch up
+ * from a snapshot rather than a log replay, and where its catch-up time went. `startedAt` is when its
+ * process was started (epoch ms); null when the log shows no complete snapshot.
+ */
+export function learnerSnapshotFromLog(log: string, startedAt: number): LearnerSnapshot | null {
+  const first = new Map<string, { at: number; line: Record<string, unknown> }>();
+  for (const text of log.split('\n')) {
+    if (!text.startsWith('{')) continue;
+    let line: Record<string, unknown>;
+    try {
+      line = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      continue;
+    }
+    const { msg, ts } = line;
+    if (typeof msg !== 'string' || typeof ts !== 'string' || first.has(msg)) continue;
+    const at = Date.parse(ts);
+    if (!Number.isNaN(at)) first.set(msg, { at, line });
+  }
+  const receiving = first.get(SNAPSHOT_RECEIVING);
+  const saved = first.get(SNAPSHOT_SAVED);
+  const applied = first.get(SNAPSHOT_APPLIED);
+  if (!receiving || !saved || !applied) return null;
+  const bytes = saved.line['incoming-snapshot-size-bytes'];
+  return {
+    bytes: typeof bytes === 'number' ? bytes : 0,
+    receiveSeconds: seconds(saved.at - receiving.at),
+    applySeconds: seconds(applied.at - saved.at),
+    appliedAfterSeconds: seconds(applied.at - startedAt),
+    publishTimedOut: first.has(PUBLISH_FAILED),
+  };
+}
+
+function machineMetrics(record: MachineRecord, changes: EventRecord[], t0: number, log: string | null): BenchMachine {
   const phases = (Object.entries(record.phaseTimes) as [MachinePhase, number][]).sort((a, b) => a[1] - b[1]);
   const phaseTimes: BenchMachine['phaseTimes'] = {};
   const phaseDurations: BenchMachine['phaseDurations'] = {};
@@ -267,6 +336,7 @@ function machineMetrics(record: MachineRecord, changes: EventRecord[], t0: numbe
   const promotedAt = promote?.endedAt ?? promote?.at;
   const { Pending: pending, Provisioned: provisioned, Learner: learner } = record.phaseTimes;
   const admitted = mine.find((e) => e.action === 'InitCluster' || e.action === 'AddLearner');
+  const snapshot = log !== null && add ? learnerSnapshotFromLog(log, add.endedAt ?? add.at) : null;
   return {
     name: record.name,
     role: record.role ?? null,
@@ -277,7 +347,8 @@ function machineMetrics(record: MachineRecord, changes: EventRecord[], t0: numbe
     joinSeconds: add && promotedAt !== undefined ? seconds(promotedAt - add.at) : null,
     promotionLatencySeconds: learner !== undefined && promotedAt !== undefined ? seconds(promotedAt - learner) : null,
     catchUpSeconds: add && promotedAt !== undefined ? seconds(promotedAt - (add.endedAt ?? add.at)) : null,
-    receivedSnapshot: snapshot,
+    receivedSnapshot: log === null ? null : log.includes(SNAPSHOT_SAVED),
+    snapshot,
   };
 }
 
@@ -429,7 +500,7 @@ function summarize(
   const records = ctx.store.listMachines(name).sort((a, b) => a.ordinal - b.ordinal);
   const events = ctx.store.listEvents(name);
   const changes = membershipOf(events);
-  const machines = records.map((r) => machineMetrics(r, changes, t0, receivedSnapshot(ctx.stateDir, r)));
+  const machines = records.map((r) => machineMetrics(r, changes, t0, memberLog(ctx.stateDir, r)));
   const init = records.find((r) => r.role === 'init');
   const initSeconds = init?.phaseTimes.Voter !== undefined && init.phaseTimes.Provisioned !== undefined ? seconds(init.phaseTimes.Voter - init.phaseTimes.Provisioned) : 0;
   const joins = machines.flatMap((m) => (m.joinSeconds === null ? [] : [m.joinSeconds]));
@@ -515,7 +586,9 @@ function renderTable(result: BenchResult): string {
   if (result.preload) {
     const p = result.preload;
     lines.push(
-      `preload ${String(p.bytes)} bytes: learner catch-up (median) ${fmt(p.catchUpSeconds)} s; loopback copy of the same bytes ${fmt(p.loopbackCopySeconds)} s (ratio ${fmt(p.catchUpOverCopy)}); learners sent a snapshot ${p.learnersSentSnapshot}`,
+      `preload ${String(p.bytes)} bytes; learners sent a snapshot ${p.learnersSentSnapshot}, median ${String(p.snapshotBytes)} bytes; loopback copy of those bytes ${fmt(p.loopbackCopySeconds)} s`,
+      `  learner catch-up to promotion (median) ${fmt(p.catchUpSeconds)} s (x${fmt(p.catchUpOverCopy)} the copy); to snapshot applied ${fmt(p.dataCatchUpSeconds)} s (x${fmt(p.dataCatchUpOverCopy)}); snapshot transfer ${fmt(p.snapshotReceiveSeconds)} s (x${fmt(p.receiveOverCopy)})`,
+      `  first publish timed out (etcd's 7 s request timeout, the snapshot held the publish entry): ${p.publishTimeouts} learners`,
     );
   }
   for (const strategy of ['serial', 'parallel'] as const) {
@@ -604,16 +677,27 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
   );
   let preload: BenchResult['preload'] = null;
   if (options.preloadBytes !== undefined) {
-    const copyMs = await measureLoopbackCopy(options.preloadBytes);
     const joined = runs.flatMap((r) => [r.serial, r.parallel]).flatMap((s) => s.machines.filter((m) => m.catchUpSeconds !== null));
+    const snapshots = joined.flatMap((m) => (m.snapshot === null ? [] : [m.snapshot]));
+    const snapshotBytes = Math.round(median(snapshots.map((s) => s.bytes).filter((b) => b > 0)) ?? options.preloadBytes);
+    const copySeconds = seconds(await measureLoopbackCopy(snapshotBytes));
     const catchUp = medianSeconds(joined.flatMap((m) => (m.catchUpSeconds === null ? [] : [m.catchUpSeconds]))) ?? null;
+    const dataCatchUp = medianSeconds(snapshots.map((s) => s.appliedAfterSeconds)) ?? null;
+    const receive = medianSeconds(snapshots.map((s) => s.receiveSeconds)) ?? null;
+    const overCopy = (value: number | null): number | null => (value === null ? null : ratio(value, copySeconds));
     preload = {
       bytes: options.preloadBytes,
       valueBytes: VALUE_BYTES,
-      loopbackCopySeconds: seconds(copyMs),
+      snapshotBytes,
+      loopbackCopySeconds: copySeconds,
       catchUpSeconds: catchUp,
-      catchUpOverCopy: catchUp === null ? null : ratio(catchUp, copyMs / 1000),
+      catchUpOverCopy: overCopy(catchUp),
+      dataCatchUpSeconds: dataCatchUp,
+      dataCatchUpOverCopy: overCopy(dataCatchUp),
+      snapshotReceiveSeconds: receive,
+      receiveOverCopy: overCopy(receive),
       learnersSentSnapshot: `${String(joined.filter((m) => m.receivedSnapshot === true).length)}/${String(joined.length)}`,
+      publishTimeouts: `${String(snapshots.filter((s) => s.publishTimedOut).length)}/${String(snapshots.length)}`,
     };
   }
   const result: BenchResult = {

@@ -487,7 +487,7 @@ function comparisonHtml(bench: BenchResult): string {
     .map((r) => `<tr><td>${String(r.run)}</td><td>${r.order.join(', ')}</td><td>${fmt(r.serial.seconds)}</td><td>${fmt(r.parallel.seconds)}</td><td>${fmt(r.parallel.boundSeconds)}</td><td>${fmt(r.speedup, 2)}</td><td>${fmt(r.efficiency, 2)}</td></tr>`)
     .join('');
   const preload = bench.preload
-    ? `<p class="note">Preload ${escapeHtml(String(bench.preload.bytes))} bytes: learner catch-up (median) ${fmt(bench.preload.catchUpSeconds, 2)} s against ${fmt(bench.preload.loopbackCopySeconds, 2)} s to copy the same bytes over a loopback TCP socket.</p>`
+    ? `<p class="note">Preload ${escapeHtml(String(bench.preload.bytes))} bytes, sent to learners as ${escapeHtml(String(bench.preload.snapshotBytes))}-byte snapshots (median). Copying those bytes over a loopback TCP socket takes ${fmt(bench.preload.loopbackCopySeconds, 2)} s; learner catch-up (median) took ${fmt(bench.preload.catchUpSeconds, 2)} s to promotion, ${fmt(bench.preload.dataCatchUpSeconds, 2)} s to the snapshot applied, of which the transfer ${fmt(bench.preload.snapshotReceiveSeconds, 2)} s. First publish timed out: ${escapeHtml(bench.preload.publishTimeouts)} learners.</p>`
     : '';
   return `<section id="comparison">
 <h2>Serial vs parallel (fastplane bench)</h2>
