@@ -173,6 +173,13 @@ async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Prom
       deps.store.putMachine({ ...record, deleteRequested: { reason: action.reason, at: now } });
       return;
     }
+    case 'RestartMember': {
+      const record = machineRecord(deps, action.machine);
+      if (record.peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
+      // On a data dir etcd ignores --initial-cluster, and without quorum the member list may be unreadable.
+      await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
+      return;
+    }
   }
 }
 

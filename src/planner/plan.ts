@@ -14,12 +14,13 @@ import type {
   ObservedMember,
   PlannerSpec,
   RequestMachineDeletion,
+  RestartMember,
   Wait,
 } from './types.ts';
 import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, phaseOf, statusErrors, type ClusterView } from './view.ts';
 
-/** Least time between two starts of an init member that keeps exiting (a single member starts in 1-2 s). */
-export const INIT_RESTART_BACKOFF_MS = 2000;
+/** Least time between two restarts of a member that keeps exiting (a member starts in 1-2 s). */
+export const MEMBER_RESTART_BACKOFF_MS = 2000;
 
 /** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
 export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
@@ -383,23 +384,56 @@ function initialize(step: Step): MembershipAction | undefined {
   return { kind: 'InitCluster', machine: nameOf(first), reason: 'FirstMachineProvisioned' };
 }
 
+/**
+ * Members whose process stopped on a machine that is still provisioned and not leaving: the init
+ * machine and machines that have been voters (with a readable list, only those etcd still lists as
+ * voters). Their data dirs hold them, so a start brings each back as itself.
+ */
+function stoppedMembers(step: Step): ObservedMachine[] {
+  const { view } = step;
+  return activeMachines(step).filter((m) => {
+    if (m.infra?.state !== 'Provisioned' || m.infra.memberRunning) return false;
+    if (nameOf(m) !== view.observed.initMachine && m.record.phaseTimes.Voter === undefined) return false;
+    if (!view.membersKnown) return true;
+    const member = view.memberOf(m);
+    return member !== undefined && !member.isLearner;
+  });
+}
+
+/** An init member that has never been a voter may not have bootstrapped yet: it restarts with `new`. */
+const mayBootstrap = (view: ClusterView, m: ObservedMachine): boolean => nameOf(m) === view.observed.initMachine && m.record.phaseTimes.Voter === undefined;
+
+/** Not again within MEMBER_RESTART_BACKOFF_MS of its last start: a member that keeps exiting is not respawned in a tight loop. */
+function restartDue(step: Step, m: ObservedMachine): boolean {
+  const startedAt = m.infra?.memberStartedAt;
+  if (startedAt === undefined || step.view.now - startedAt >= MEMBER_RESTART_BACKOFF_MS) return true;
+  step.waits.push({ code: 'MemberRestarting', message: `member of ${nameOf(m)} exited ${String(step.view.now - startedAt)} ms after its last start; starting it again once ${String(MEMBER_RESTART_BACKOFF_MS)} ms have passed`, machine: nameOf(m) });
+  return false;
+}
+
+/**
+ * Without quorum (or with no member answering at all) no member can be added or removed, so the only
+ * repair is to start the stopped members again from their data dirs: after a host reboot, or when a
+ * majority crashed. A start on a data dir changes no membership and never creates a cluster (etcd
+ * ignores the bootstrap flags then), so all of them start at once and come back together. With
+ * quorum, a stopped member is left to remediation instead.
+ */
+function restartsWithoutQuorum(step: Step): RestartMember[] {
+  const { view } = step;
+  if (view.membersKnown && hasQuorum(view)) return [];
+  return stoppedMembers(step)
+    .filter((m) => !mayBootstrap(view, m) && restartDue(step, m))
+    .map((m) => ({ kind: 'RestartMember', machine: nameOf(m), reason: view.membersKnown ? 'QuorumLost' : 'MemberListUnavailable' }));
+}
+
 /** The priority ladder: repair > remediation > rollout/scale down > scale up > promote. */
 function membership(step: Step): MembershipAction | undefined {
   const { view } = step;
   const { observed } = view;
   if (observed.initMachine === undefined && view.membersKnown && view.members.length === 0) return initialize(step);
   if (!view.membersKnown) {
-    const init = observed.machines.find((m) => nameOf(m) === observed.initMachine);
-    if (init?.infra?.state === 'Provisioned' && !init.infra.memberRunning && !isGone(step, init)) {
-      // An init member that exits right after each start is not respawned in a tight loop (the
-      // requeue after an action is 0 ms): one start per INIT_RESTART_BACKOFF_MS.
-      const startedAt = init.infra.memberStartedAt;
-      if (startedAt === undefined || view.now - startedAt >= INIT_RESTART_BACKOFF_MS) {
-        return { kind: 'StartMember', machine: nameOf(init), initialClusterState: 'new', reason: 'RestartInitMember' };
-      }
-      step.waits.push({ code: 'InitMemberRestarting', message: `init member ${nameOf(init)} exited ${String(view.now - startedAt)} ms after its last start; restarting it once ${String(INIT_RESTART_BACKOFF_MS)} ms have passed`, machine: nameOf(init) });
-      return undefined;
-    }
+    const init = stoppedMembers(step).find((m) => mayBootstrap(view, m));
+    if (init && restartDue(step, init)) return { kind: 'StartMember', machine: nameOf(init), initialClusterState: 'new', reason: 'RestartInitMember' };
     step.waits.push({ code: 'MemberListUnavailable', message: `cannot read the etcd member list: ${observed.members.ok ? '' : observed.members.error}` });
     return undefined;
   }
@@ -467,7 +501,7 @@ export function planFromView(view: ClusterView): Decision {
     waits: [],
   };
   const machineActions: MachineAction[] = [...detectFailures(step), ...requestDeletions(step)];
-  machineActions.push(...creations(step), ...teardowns(step));
+  machineActions.push(...creations(step), ...teardowns(step), ...restartsWithoutQuorum(step));
   const membershipAction = membership(step);
   explainRefusal(step, membershipAction);
   const actionCount = machineActions.length + (membershipAction ? 1 : 0);

@@ -89,7 +89,16 @@ export interface RequestMachineDeletion {
   machine: string;
   reason: string;
 }
-export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion;
+/**
+ * Starts a stopped member again from its data dir, as itself. It changes no membership, so several
+ * run at once; etcd ignores the bootstrap flags on a data dir.
+ */
+export interface RestartMember {
+  kind: 'RestartMember';
+  machine: string;
+  reason: string;
+}
+export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion | RestartMember;
 
 export interface InitCluster {
   kind: 'InitCluster';

@@ -77,9 +77,13 @@ export class ModelProvider implements InfraProvider {
     return call(this.world, () => this.world.describeMachine(cluster, name));
   }
 
-  /** Starting a member is part of a membership change (init, join, restart): it is bracketed too. */
+  /**
+   * Starting a member on an empty data dir is part of a membership change (init, join): it is
+   * bracketed too. A restart on a data dir brings back a member etcd already has and changes nothing.
+   */
   startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
-    return call(this.world, () => { this.world.startMember(cluster, name, launch); }, `startMember ${name}`);
+    const change = this.world.hasMemberData(cluster, name) ? undefined : `startMember ${name}`;
+    return call(this.world, () => { this.world.startMember(cluster, name, launch); }, change);
   }
 
   stopMember(cluster: string, name: string): Promise<void> {

@@ -321,6 +321,11 @@ export class ModelWorld {
     this.refreshConnections();
   }
 
+  /** Whether the machine's data dir holds a member: a start then restarts that member. */
+  hasMemberData(cluster: string, name: string): boolean {
+    return this.machines.get(`${cluster}/${name}`)?.dataClusterId !== undefined;
+  }
+
   startMember(cluster: string, name: string, launch: MemberLaunch): void {
     const machine = this.machines.get(`${cluster}/${name}`);
     if (!machine || this.stateOf(machine) !== 'Provisioned') throw new Error(`machine ${name} is not provisioned`);

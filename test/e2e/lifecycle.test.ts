@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { MEMBER_RESTART_BACKOFF_MS } from '../../src/planner/plan.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { cliEnvFactory, membershipChanges, pidsUnder, statusOf, type CliEnv } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';
@@ -130,6 +132,36 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     assert.equal((await membership(after)).voters, 3);
     assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
     assert.ok(env.events('heal').some((e) => e.action === 'MarkMachineFailed' && e.machine === victim && e.message.includes('MemberUnhealthy')));
+  });
+
+  test('every member killed at once, as by a host reboot: the next up starts each from its data dir, same members, every key kept', async () => {
+    const env = newEnv('127.78');
+    const file = env.writeManifest('reboot', { replicas: 3 });
+    const before = await upOk(env, ['up', '-f', file]);
+    const kv = kvClientFor(before.status);
+    try {
+      await kv.put('/reboot/key').value('kept');
+    } finally {
+      kv.close();
+    }
+    const membersBefore = (await askEtcd(before.status)).members.map((m) => m.id).sort();
+    // A member that exits within the restart backoff of its start waits that out; a reboot comes later.
+    await sleep(MEMBER_RESTART_BACKOFF_MS);
+    for (const m of before.status.machines) for (const pid of memberPids(env, 'reboot', m.name)) process.kill(pid, 'SIGKILL');
+    const eventsBefore = env.events('reboot').length;
+
+    const after = await upOk(env, ['up', '--name', 'reboot']);
+    assert.deepEqual(after.status.machines.map((m) => m.name).sort(), before.status.machines.map((m) => m.name).sort(), 'no machine replaced');
+    assert.deepEqual((await askEtcd(after.status)).members.map((m) => m.id).sort(), membersBefore, 'the same members, as etcd lists them');
+    const actions = env.events('reboot').slice(eventsBefore).filter((e) => e.action !== undefined && e.outcome === 'Succeeded');
+    assert.deepEqual([...new Set(actions.map((e) => e.action))], ['RestartMember'], 'restarts only: no membership change, no replacement');
+    assert.equal(new Set(actions.map((e) => e.machine)).size, 3, 'each member started again');
+    const reader = kvClientFor(after.status);
+    try {
+      assert.equal(await reader.get('/reboot/key').string(), 'kept');
+    } finally {
+      reader.close();
+    }
   });
 
   test('a learner whose process is killed before promotion is removed and its machine replaced', async () => {

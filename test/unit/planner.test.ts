@@ -703,6 +703,53 @@ describe('planner: remediation', () => {
     assert.equal(d.membershipAction.machine, 't-4');
   });
 
+  test('no member runs and the list is unreadable (host reboot): every voter restarts from its data dir at once, none is bootstrapped', () => {
+    const stopped = (name: string, startedAt?: number) => machine(name, { phase: 'Voter', memberRunning: false, ...(startedAt === undefined ? {} : { memberStartedAt: startedAt }) });
+    const waiting = machine('t-4', { provisionedAt: NOW - 1000 });
+    const rebooted = (...machines: Observed['machines']) => observed({ machines: [...machines, waiting], members: 'connection refused', initMachine: 't-1' });
+    const first = decide(rebooted(stopped('t-1'), stopped('t-2'), stopped('t-3')), spec({ replicas: 4 }));
+    assert.deepEqual(
+      first.machineActions,
+      ['t-1', 't-2', 't-3'].map((machine) => ({ kind: 'RestartMember', machine, reason: 'MemberListUnavailable' })),
+      'the voters, the init machine among them; t-4 never was a member and waits',
+    );
+    assert.equal(first.membershipAction, undefined, 'a restart is no membership change, and nothing is bootstrapped');
+
+    // t-1 and t-2 exited right after their starts: wait out the backoff, naming each, instead of a tight loop.
+    const backoff = decide(rebooted(stopped('t-1', NOW - 300), stopped('t-2', NOW - 2000), stopped('t-3', NOW - 100)), spec({ replicas: 4 }));
+    assert.deepEqual(machinesOf(backoff, 'RestartMember'), ['t-2']);
+    assert.deepEqual(
+      backoff.waits.filter((w) => w.code === 'MemberRestarting').map((w) => w.machine),
+      ['t-1', 't-3'],
+    );
+    assert.ok(waitCodes(backoff).includes('MemberListUnavailable'));
+  });
+
+  test('quorum lost to stopped voters: Blocked with QuorumLost, and the stopped voters start again from their data dirs', () => {
+    const c = healthyCluster(3);
+    for (const i of [1, 2]) {
+      const name = `t-${String(i + 1)}`;
+      c.machines[i] = machine(name, { phase: 'Voter', memberRunning: false, unhealthySince: NOW - 60_000 });
+      c.members[i] = voter(name, { statusError: 'connection refused' });
+    }
+    const d = decide(observed(c));
+    assert.equal(d.blocked?.code, 'QuorumLost');
+    assert.deepEqual(machinesOf(d, 'RestartMember'), ['t-2', 't-3']);
+    assert.equal(d.membershipAction, undefined);
+    assert.deepEqual(machinesOf(d, 'MarkMachineFailed'), [], 'no remediation without quorum');
+
+    // A stopped machine whose member etcd no longer lists is not started: it would only learn it was removed.
+    const onlyOrphans = decide(observed({ ...c, members: [c.members[0]!, voter('t-8', { statusError: 'x' }), voter('t-9', { statusError: 'x' })] }));
+    assert.equal(onlyOrphans.blocked?.code, 'QuorumLost');
+    assert.deepEqual(machinesOf(onlyOrphans, 'RestartMember'), []);
+
+    // With quorum a stopped voter is not restarted here: remediation replaces it after unhealthyAfter.
+    const one = healthyCluster(3);
+    one.machines[2] = machine('t-3', { phase: 'Voter', memberRunning: false, unhealthySince: NOW - 1000 });
+    one.members[2] = voter('t-3', { statusError: 'connection refused' });
+    assert.deepEqual(machinesOf(decide(observed(one)), 'RestartMember'), []);
+  });
+
   test('blocked with QuorumLost when healthy voters < quorum', () => {
     const c = healthyCluster(3);
     for (const i of [1, 2]) {
