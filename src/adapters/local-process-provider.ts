@@ -11,6 +11,7 @@ import { systemClock, type Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
+import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 import { clientTlsFiles, issueMemberCertificates, memberTlsFiles } from './local-pki.ts';
 import { withLock, writeFileAtomic } from './state-files.ts';
 
@@ -81,25 +82,9 @@ export async function assertAddressFree(address: string, port: number): Promise<
   }
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: alive but someone else's process.
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /** The recorded PID is still our etcd: alive, and its command line names this data dir (PID reuse). */
 function isOurProcess(pid: number, dataDir: string): boolean {
-  if (!pidAlive(pid)) return false;
-  try {
-    // A zombie has an empty cmdline, so it counts as gone.
-    return readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').split('\0').includes(dataDir);
-  } catch {
-    return false;
-  }
+  return isProcessAlive(pid) && processArguments(pid).includes(dataDir);
 }
 
 /** PIDs of live processes whose command line names this data dir (found by scanning /proc). */
@@ -110,16 +95,20 @@ function pidsUsing(dataDir: string): number[] {
     .filter((pid) => isOurProcess(pid, dataDir));
 }
 
-/** Sends SIGTERM, waits up to graceMs, then SIGKILL; resolves once the process is gone. */
+/**
+ * Sends SIGTERM, waits up to graceMs, then SIGKILL; resolves once the process has exited, its ports
+ * closed, so that a member started next on the same address can bind them.
+ */
 async function stopProcess(pid: number, dataDir: string, graceMs: number): Promise<void> {
-  if (!isOurProcess(pid, dataDir)) return;
-  signal(pid, 'SIGTERM');
-  const deadline = Date.now() + graceMs;
-  while (isOurProcess(pid, dataDir) && Date.now() < deadline) await sleep(POLL_MS);
-  if (!isOurProcess(pid, dataDir)) return;
-  signal(pid, 'SIGKILL');
+  if (isOurProcess(pid, dataDir)) {
+    signal(pid, 'SIGTERM');
+    const deadline = Date.now() + graceMs;
+    while (isOurProcess(pid, dataDir) && Date.now() < deadline) await sleep(POLL_MS);
+    if (isOurProcess(pid, dataDir)) signal(pid, 'SIGKILL');
+  }
+  // Its command line empties before its sockets close (see isExiting).
   const killDeadline = Date.now() + 5000;
-  while (isOurProcess(pid, dataDir)) {
+  while (isOurProcess(pid, dataDir) || isExiting(pid)) {
     if (Date.now() > killDeadline) throw new Error(`etcd process ${String(pid)} survived SIGKILL`);
     await sleep(POLL_MS / 5);
   }

@@ -1,6 +1,6 @@
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { StateStore } from '../ports/state-store.ts';
-import { isProcessAlive } from './process-alive.ts';
+import { isProcessAlive } from './process-status.ts';
 
 /**
  * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { StateStore } from '../ports/state-store.ts';
-import { isProcessAlive } from './process-alive.ts';
+import { isProcessAlive } from './process-status.ts';
 
 /**
  * Schema migrations, applied in order; the database's `PRAGMA user_version` counts how many ran.

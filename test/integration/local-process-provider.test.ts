@@ -165,6 +165,9 @@ test('destroyCluster kills every member by PID and removes the cluster folder', 
   await waitFor('etcd to answer', () => adminFor(provider, 'gone').status(infra.clientURL));
   await provider.destroyCluster('gone');
   assert.ok(pid !== undefined && !alive(pid));
+  // Free the moment destroyCluster returns: the next cluster may be given the same addresses at once.
+  await assertAddressFree(infra.address, 2379);
+  await assertAddressFree(infra.address, 2380);
   assert.equal(existsSync(join(stateDir, 'clusters', 'gone')), false);
   assert.equal(await provider.describe('gone', 'm3'), undefined);
   assert.deepEqual(JSON.parse(readFileSync(join(stateDir, 'provider', 'slots.json'), 'utf8')), {});
