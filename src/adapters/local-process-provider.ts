@@ -11,8 +11,8 @@ import { systemClock, type Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
-import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 import { clientTlsFiles, issueMemberCertificates, memberTlsFiles } from './local-pki.ts';
+import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 import { withLock, writeFileAtomic } from './state-files.ts';
 
 /**
