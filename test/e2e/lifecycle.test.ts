@@ -147,10 +147,20 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     const membersBefore = (await askEtcd(before.status)).members.map((m) => m.id).sort();
     // A member that exits within the restart backoff of its start waits that out; a reboot comes later.
     await sleep(MEMBER_RESTART_BACKOFF_MS);
-    for (const m of before.status.machines) for (const pid of memberPids(env, 'reboot', m.name)) process.kill(pid, 'SIGKILL');
+    const watch = new ClusterWatch(before.status);
+    watch.start();
     const eventsBefore = env.events('reboot').length;
-
-    const after = await upOk(env, ['up', '--name', 'reboot']);
+    let after: Awaited<ReturnType<typeof upOk>>;
+    try {
+      await watch.until((s) => s.healthyVoters === 3);
+      for (const m of before.status.machines) for (const pid of memberPids(env, 'reboot', m.name)) process.kill(pid, 'SIGKILL');
+      after = await upOk(env, ['up', '--name', 'reboot']);
+      await watch.until((s) => s.healthyVoters === 3);
+    } finally {
+      await watch.stop();
+    }
+    // The watch that guards "quorum held" in the other tests sees this outage, and the recovery.
+    assert.ok(watch.quorumLosses().length > 0, 'the outage is seen from outside');
     assert.deepEqual(after.status.machines.map((m) => m.name).sort(), before.status.machines.map((m) => m.name).sort(), 'no machine replaced');
     assert.deepEqual((await askEtcd(after.status)).members.map((m) => m.id).sort(), membersBefore, 'the same members, as etcd lists them');
     const actions = env.events('reboot').slice(eventsBefore).filter((e) => e.action !== undefined && e.outcome === 'Succeeded');

@@ -47,34 +47,54 @@ export class ClusterWatch {
     try {
       members = await this.admin.memberList([...this.endpoints]);
     } catch {
-      this.samples.push({ at, voters: 0, learners: 0, healthyVoters: 0, versions: [] });
+      // No member answers at all: the voters last seen are all down.
+      this.samples.push({ at, voters: this.samples.at(-1)?.voters ?? 0, learners: 0, healthyVoters: 0, versions: [] });
       return;
     }
     for (const m of members) for (const url of m.clientURLs) this.endpoints.add(url);
     const voters = members.filter((m) => !m.isLearner);
-    const statuses = await Promise.all(
-      voters.map(async (m) => {
-        const url = m.clientURLs[0];
-        if (url === undefined) return undefined;
-        try {
-          return await this.admin.status(url);
-        } catch {
-          return undefined;
-        }
+    let polled = await Promise.all(
+      voters.map(async (member) => {
+        const url = member.clientURLs[0];
+        const status = url === undefined ? undefined : await this.admin.status(url).catch(() => undefined);
+        return { member, status: status !== undefined && status.leaderId !== '0' && status.errors.length === 0 ? status : undefined };
       }),
     );
-    const healthy = statuses.filter((s) => s !== undefined && s.leaderId !== '0' && s.errors.length === 0);
-    const leaderId = healthy[0]?.leaderId;
+    const leaderId = polled.find((p) => p.status !== undefined)?.status?.leaderId;
     const leader = members.find((m) => m.id === leaderId);
+    // A removed member exits as soon as it applies its own removal, which can fall between the list
+    // read (from a member that had not applied it yet) and its status: ask the leader, after the
+    // statuses, which of the silent voters it still has.
+    const leaderURL = leader?.clientURLs[0];
+    if (leaderURL !== undefined && polled.some((p) => p.status === undefined)) {
+      const current = await this.admin.memberList([leaderURL]).catch(() => undefined);
+      if (current !== undefined) {
+        const stillVoters = new Set(current.filter((m) => !m.isLearner).map((m) => m.id));
+        polled = polled.filter((p) => p.status !== undefined || stillVoters.has(p.member.id));
+      }
+    }
+    const healthy = polled.flatMap((p) => (p.status === undefined ? [] : [p.status]));
     const sample: ClusterSample = {
       at,
-      voters: voters.length,
+      voters: polled.length,
       learners: members.length - voters.length,
       healthyVoters: healthy.length,
-      versions: healthy.map((s) => s!.version),
+      versions: healthy.map((s) => s.version),
     };
     if (leader?.peerURLs[0] !== undefined) sample.leaderPeerURL = leader.peerURLs[0];
     this.samples.push(sample);
+  }
+
+  /** Resolves at the first sample, from now on, that matches (15 s at most). */
+  async until(match: (sample: ClusterSample) => boolean, timeoutMs = 15_000): Promise<ClusterSample> {
+    const from = this.samples.length;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.samples.slice(from).find(match);
+      if (found !== undefined) return found;
+      if (Date.now() > deadline) throw new Error('timed out waiting for a matching cluster sample');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   }
 
   async stop(): Promise<void> {
