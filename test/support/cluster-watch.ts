@@ -6,11 +6,40 @@ export interface ClusterSample {
   at: number;
   voters: number;
   learners: number;
-  /** Voters that answer their own status with a leader and no errors. */
-  healthyVoters: number;
-  /** Peer URL of the leader all healthy voters agree on, if any. */
+  /** Voters that answer their own status without errors. */
+  answeringVoters: number;
+  /** Peer URL of the leader an answering voter names, if any names one. */
   leaderPeerURL?: string;
   versions: string[];
+  /** Why each voter that does not answer was counted so: what a failed "quorum held" shows. */
+  silent?: string[];
+}
+
+/**
+ * Longer than any election should take with etcd's default 1 s election timeout. During a leader
+ * transfer (MoveLeader) every voter that has seen the new term names no leader until the new leader's
+ * first append, so one sample may find the whole cluster leaderless while quorum is intact.
+ */
+const MAX_ELECTION_MS = 3_000;
+
+/**
+ * Samples in which fewer than a quorum of the voters answered, and the samples of a stretch with no
+ * leader named that lasted longer than an election takes.
+ */
+export function quorumLosses(samples: readonly ClusterSample[]): ClusterSample[] {
+  const losses = new Set(samples.filter((s) => s.voters > 0 && s.answeringVoters < quorum(s.voters)));
+  let leaderless: ClusterSample[] = [];
+  for (const s of [...samples, undefined]) {
+    if (s !== undefined && s.leaderPeerURL === undefined) {
+      leaderless.push(s);
+      continue;
+    }
+    const first = leaderless[0];
+    const end = s ?? leaderless.at(-1);
+    if (first !== undefined && end !== undefined && end.at - first.at > MAX_ELECTION_MS) for (const l of leaderless) losses.add(l);
+    leaderless = [];
+  }
+  return samples.filter((s) => losses.has(s));
 }
 
 /**
@@ -48,7 +77,7 @@ export class ClusterWatch {
       members = await this.admin.memberList([...this.endpoints]);
     } catch {
       // No member answers at all: the voters last seen are all down.
-      this.samples.push({ at, voters: this.samples.at(-1)?.voters ?? 0, learners: 0, healthyVoters: 0, versions: [] });
+      this.samples.push({ at, voters: this.samples.at(-1)?.voters ?? 0, learners: 0, answeringVoters: 0, versions: [], silent: ['no member answers a member list'] });
       return;
     }
     for (const m of members) for (const url of m.clientURLs) this.endpoints.add(url);
@@ -56,11 +85,14 @@ export class ClusterWatch {
     let polled = await Promise.all(
       voters.map(async (member) => {
         const url = member.clientURLs[0];
-        const status = url === undefined ? undefined : await this.admin.status(url).catch(() => undefined);
-        return { member, status: status !== undefined && status.leaderId !== '0' && status.errors.length === 0 ? status : undefined };
+        if (url === undefined) return { member, status: undefined, why: 'no client URL' };
+        const status = await this.admin.status(url).catch((error: unknown) => (error instanceof Error ? error.message : String(error)));
+        if (typeof status === 'string') return { member, status: undefined, why: `no answer: ${status}` };
+        if (status.errors.length > 0) return { member, status: undefined, why: `errors: ${status.errors.join('; ')}` };
+        return { member, status, why: undefined };
       }),
     );
-    const leaderId = polled.find((p) => p.status !== undefined)?.status?.leaderId;
+    const leaderId = polled.flatMap((p) => (p.status === undefined || p.status.leaderId === '0' ? [] : [p.status.leaderId]))[0];
     const leader = members.find((m) => m.id === leaderId);
     // A removed member exits as soon as it applies its own removal, which can fall between the list
     // read (from a member that had not applied it yet) and its status: ask the leader, after the
@@ -73,15 +105,17 @@ export class ClusterWatch {
         polled = polled.filter((p) => p.status !== undefined || stillVoters.has(p.member.id));
       }
     }
-    const healthy = polled.flatMap((p) => (p.status === undefined ? [] : [p.status]));
+    const answering = polled.flatMap((p) => (p.status === undefined ? [] : [p.status]));
     const sample: ClusterSample = {
       at,
       voters: polled.length,
       learners: members.length - voters.length,
-      healthyVoters: healthy.length,
-      versions: healthy.map((s) => s.version),
+      answeringVoters: answering.length,
+      versions: answering.map((s) => s.version),
     };
     if (leader?.peerURLs[0] !== undefined) sample.leaderPeerURL = leader.peerURLs[0];
+    const silent = polled.flatMap((p) => (p.why === undefined ? [] : [`${p.member.peerURLs[0] ?? p.member.id}: ${p.why}`]));
+    if (silent.length > 0) sample.silent = silent;
     this.samples.push(sample);
   }
 
@@ -103,9 +137,9 @@ export class ClusterWatch {
     await this.admin.close();
   }
 
-  /** Samples in which the healthy voters were fewer than the quorum of the voters. */
+  /** See {@link quorumLosses}. */
   quorumLosses(): ClusterSample[] {
-    return this.samples.filter((s) => s.voters > 0 && s.healthyVoters < quorum(s.voters));
+    return quorumLosses(this.samples);
   }
 
   leaderAt(time: number): string | undefined {
