@@ -438,9 +438,13 @@ function membership(step: Step): MembershipAction | undefined {
     return undefined;
   }
   if (!hasQuorum(view)) {
+    // A leader transfer or election leaves voters answering with no leader named for a moment; say so,
+    // so that a brief Blocked (well inside the run's grace) does not read as members being down.
+    const leaderless = view.voters.filter((m) => m.status?.ok === true && m.status.status.leaderId === '0').length;
+    const electing = leaderless === 0 ? '' : `; ${String(leaderless)} answer but name no leader (an election, or peers that cannot reach each other)`;
     step.blocked = {
       code: 'QuorumLost',
-      message: `only ${String(view.healthyVoters.length)} of ${String(view.voters.length)} voters are healthy (quorum ${String(quorum(view.voters.length))}); membership cannot change`,
+      message: `only ${String(view.healthyVoters.length)} of ${String(view.voters.length)} voters are healthy (quorum ${String(quorum(view.voters.length))})${electing}; membership cannot change`,
     };
     step.waits.push(step.blocked);
     return undefined;

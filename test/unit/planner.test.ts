@@ -765,6 +765,18 @@ describe('planner: remediation', () => {
     assert.equal(conditionOf(d, 'Available').status, 'False');
     assert.equal(conditionOf(d, 'Available').reason, 'QuorumUnavailable');
   });
+
+  test('voters that answer but name no leader (an election) hold membership changes, and the message says why', () => {
+    const c = healthyCluster(3);
+    for (const i of [0, 1, 2]) c.members[i] = voter(`t-${String(i + 1)}`, { leader: '0' });
+    const d = decide(observed(c));
+    assert.deepEqual(d.blocked, {
+      code: 'QuorumLost',
+      message: 'only 0 of 3 voters are healthy (quorum 2); 3 answer but name no leader (an election, or peers that cannot reach each other); membership cannot change',
+    });
+    assert.equal(d.membershipAction, undefined);
+    assert.deepEqual(machinesOf(d, 'RestartMember'), [], 'every member runs: nothing to start');
+  });
 });
 
 // ---------------------------------------------------------------- gate, reporting
