@@ -17,7 +17,7 @@ import type {
   RestartMember,
   Wait,
 } from './types.ts';
-import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, phaseOf, statusErrors, type ClusterView } from './view.ts';
+import { buildView, hasQuorum, isCaughtUp, learnerProgress, memberAnswers, namesNoLeader, phaseOf, statusErrors, type ClusterView } from './view.ts';
 
 /** Least time between two restarts of a member that keeps exiting (a member starts in 1-2 s). */
 export const MEMBER_RESTART_BACKOFF_MS = 2000;
@@ -440,7 +440,7 @@ function membership(step: Step): MembershipAction | undefined {
   if (!hasQuorum(view)) {
     // A leader transfer or election leaves voters answering with no leader named for a moment; say so,
     // so that a brief Blocked (well inside the run's grace) does not read as members being down.
-    const leaderless = view.voters.filter((m) => m.status?.ok === true && m.status.status.leaderId === '0').length;
+    const leaderless = view.voters.filter(namesNoLeader).length;
     const electing = leaderless === 0 ? '' : `; ${String(leaderless)} answer but name no leader (an election, or peers that cannot reach each other)`;
     step.blocked = {
       code: 'QuorumLost',

@@ -52,6 +52,11 @@ export function memberAnswers(member: ObservedMember): boolean {
   return status !== undefined && status.leaderId !== '0';
 }
 
+/** Answers its own status but names no leader: mid-election, or cut off from its peers. */
+export function namesNoLeader(member: ObservedMember): boolean {
+  return answeringStatus(member)?.leaderId === '0';
+}
+
 export function buildView(spec: PlannerSpec, observed: Observed, now: number): ClusterView {
   const members = observed.members.ok ? observed.members.list : [];
   const byPeer = new Map<string, ObservedMachine>();
