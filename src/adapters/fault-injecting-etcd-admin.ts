@@ -1,3 +1,4 @@
+import { InvalidInputError } from '../api/errors.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdAlarm, type EtcdMember, type EtcdMemberStatus } from '../ports/etcd-admin.ts';
 
 /** Faults the chaos tests ask for by name, through FASTPLANE_INJECT_FAULTS (comma-separated). */
@@ -49,11 +50,11 @@ export class FaultInjectingEtcdAdmin implements EtcdAdmin {
   }
 }
 
-/** The admin to use: the real one, wrapped when the environment names faults to inject. */
-export function withInjectedFaults(admin: EtcdAdmin, env: NodeJS.ProcessEnv = process.env): EtcdAdmin {
-  const names = (env.FASTPLANE_INJECT_FAULTS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+/** The admin to use: the real one, wrapped when test hooks name faults to inject (comma-separated). */
+export function withInjectedFaults(admin: EtcdAdmin, faults: string | undefined): EtcdAdmin {
+  const names = (faults ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   if (names.length === 0) return admin;
   const unknown = names.filter((n) => !(INJECTABLE_FAULTS as readonly string[]).includes(n));
-  if (unknown.length > 0) throw new Error(`FASTPLANE_INJECT_FAULTS: unknown fault ${unknown.join(', ')}; known: ${INJECTABLE_FAULTS.join(', ')}`);
+  if (unknown.length > 0) throw new InvalidInputError([`FASTPLANE_INJECT_FAULTS: unknown fault ${unknown.join(', ')}; known: ${INJECTABLE_FAULTS.join(', ')}`]);
   return new FaultInjectingEtcdAdmin(admin, new Set(names as InjectableFault[]));
 }

@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync, readFileSync, readdirSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -49,6 +50,10 @@ export interface LocalProcessProviderOptions {
   snapshotCount?: number;
   /** Plain http and no certificates for the machines it creates (debugging only); default false. */
   insecure?: boolean;
+  /** Honour a machine's `provisioning-failed` marker file (a test hook; default false). */
+  honourFailureMarker?: boolean;
+  /** Where address-slot claims shared by every state dir on this host live (default: the OS temp dir). */
+  claimsDir?: string;
 }
 
 interface MachineFile {
@@ -142,6 +147,8 @@ export class LocalProcessProvider implements InfraProvider {
   private readonly stopGraceMs: number;
   private readonly snapshotCount: number;
   private readonly insecure: boolean;
+  private readonly honourFailureMarker: boolean;
+  private readonly claimsDir: string;
 
   constructor(options: LocalProcessProviderOptions) {
     this.stateDir = options.stateDir;
@@ -154,6 +161,8 @@ export class LocalProcessProvider implements InfraProvider {
     this.stopGraceMs = options.stopGraceMs ?? 10_000;
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
     this.insecure = options.insecure ?? false;
+    this.honourFailureMarker = options.honourFailureMarker ?? false;
+    this.claimsDir = options.claimsDir ?? join(tmpdir(), 'fastplane-address-slots');
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -190,15 +199,10 @@ export class LocalProcessProvider implements InfraProvider {
     return { ...this.infra(machine), state: 'Provisioning' };
   }
 
+  /** Reads only: a machine whose deletion is due is still described until `delete` finishes it. */
   async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
     const machine = await this.read(cluster, name);
-    if (!machine) return undefined;
-    if (machine.deleting === true && this.clock.now() >= (machine.deleteAt ?? 0)) {
-      if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
-      await rm(this.machineDir(cluster, name), { recursive: true, force: true });
-      return undefined;
-    }
-    return this.infra(machine);
+    return machine && this.infra(machine);
   }
 
   async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
@@ -239,12 +243,22 @@ export class LocalProcessProvider implements InfraProvider {
     await stopProcess(machine.pid, this.dataDir(cluster, name), this.stopGraceMs);
   }
 
+  /**
+   * Starts the teardown (stops the member, sets when the machine is gone) and, on a later call once
+   * that time has come, wipes the machine: each call moves it on, and none blocks for the delay.
+   */
   async delete(cluster: string, name: string): Promise<void> {
-    const machine = await this.read(cluster, name);
-    if (!machine || machine.deleting === true) return;
-    // Marked first, so a crash while stopping still ends in a deleted machine.
-    await this.write({ ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) });
-    await this.stopMember(cluster, name);
+    let machine = await this.read(cluster, name);
+    if (!machine) return;
+    if (machine.deleting !== true) {
+      // Marked first, so a crash while stopping still ends in a deleted machine.
+      machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
+      await this.write(machine);
+      await this.stopMember(cluster, name);
+    }
+    if (this.clock.now() < (machine.deleteAt ?? 0)) return;
+    if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
+    await rm(this.machineDir(cluster, name), { recursive: true, force: true });
   }
 
   /**
@@ -263,8 +277,13 @@ export class LocalProcessProvider implements InfraProvider {
         await Promise.all([...pids].map((pid) => stopProcess(pid, dataDir, 0)));
       }),
     );
+    let slot: number | undefined;
+    await this.withSlots((slots) => {
+      slot = slots[cluster];
+      return Object.fromEntries(Object.entries(slots).filter(([owner]) => owner !== cluster));
+    });
+    if (slot !== undefined && (await this.claimOwner(slot))?.stateDir === this.stateDir) await rm(this.claimPath(slot), { force: true });
     await rm(this.clusterDir(cluster), { recursive: true, force: true });
-    await this.withSlots((slots) => Object.fromEntries(Object.entries(slots).filter(([owner]) => owner !== cluster)));
   }
 
   /** fastplane's client credentials for the cluster's members; undefined when insecure. */
@@ -319,6 +338,7 @@ export class LocalProcessProvider implements InfraProvider {
    * the way a cloud API reports a failed instance: how users and chaos tests simulate that failure.
    */
   private provisioningFailure(machine: MachineFile): string | undefined {
+    if (!this.honourFailureMarker) return undefined;
     const marker = join(this.machineDir(machine.cluster, machine.name), 'provisioning-failed');
     if (!existsSync(marker)) return undefined;
     return readFileSync(marker, 'utf8').trim() || 'provisioning failed';
@@ -380,25 +400,67 @@ export class LocalProcessProvider implements InfraProvider {
     await writeJsonAtomic(join(this.machineDir(machine.cluster, machine.name), 'machine.json'), machine);
   }
 
-  /** The cluster's slot (the third address octet), allocated once and kept in slots.json. */
+  /**
+   * The cluster's slot (the third address octet): allocated once, kept in slots.json, and claimed
+   * host-wide so that clusters of other state dirs on this host never get the same addresses.
+   */
   private async slotFor(cluster: string): Promise<number> {
+    // The cluster's folder exists before its claim: a claim whose folder is gone is stale.
+    await mkdir(this.clusterDir(cluster), { recursive: true });
     let slot = 0;
-    await this.withSlots((slots) => {
+    await this.withSlots(async (slots) => {
+      const own = slots[cluster];
+      if (own !== undefined && (await this.claim(own, cluster))) {
+        slot = own;
+        return slots;
+      }
       const taken = new Set(Object.values(slots));
-      slot = slots[cluster] ?? Array.from({ length: 254 }, (_, index) => index + 1).find((free) => !taken.has(free)) ?? 0;
-      if (slot === 0) throw new InvalidInputError(['all 254 cluster slots of the local provider are taken; run `fastplane down` on old clusters']);
+      for (let candidate = 1; candidate <= 254 && slot === 0; candidate++) {
+        if (!taken.has(candidate) && (await this.claim(candidate, cluster))) slot = candidate;
+      }
+      if (slot === 0) throw new InvalidInputError(['all 254 cluster slots of the local provider are taken on this host; run `fastplane down` on old clusters']);
       return { ...slots, [cluster]: slot };
     });
     return slot;
   }
 
+  private claimPath(slot: number): string {
+    return join(this.claimsDir, `${this.addressPrefix}.${String(slot)}`);
+  }
+
+  private async claimOwner(slot: number): Promise<{ stateDir: string; cluster: string } | undefined> {
+    try {
+      return JSON.parse(await readFile(this.claimPath(slot), 'utf8')) as { stateDir: string; cluster: string };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Claims a slot for the cluster (exclusive create); a claim whose cluster folder is gone is taken over. */
+  private async claim(slot: number, cluster: string): Promise<boolean> {
+    await mkdir(this.claimsDir, { recursive: true, mode: 0o1777 });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        await writeFile(this.claimPath(slot), JSON.stringify({ stateDir: this.stateDir, cluster }), { flag: 'wx' });
+        return true;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+      const owner = await this.claimOwner(slot);
+      if (owner?.stateDir === this.stateDir && owner.cluster === cluster) return true;
+      if (owner && existsSync(join(owner.stateDir, 'clusters', owner.cluster))) return false;
+      await rm(this.claimPath(slot), { force: true });
+    }
+    return false;
+  }
+
   /** Read-modify-write of slots.json under a lock file, since two CLI processes may create clusters at once. */
-  private async withSlots(update: (slots: Record<string, number>) => Record<string, number>): Promise<void> {
+  private async withSlots(update: (slots: Record<string, number>) => Promise<Record<string, number>> | Record<string, number>): Promise<void> {
     const path = join(this.stateDir, 'provider', 'slots.json');
     await mkdir(dirname(path), { recursive: true });
     await withLock(`${path}.lock`, async () => {
       const slots = existsSync(path) ? (JSON.parse(await readFile(path, 'utf8')) as Record<string, number>) : {};
-      await writeJsonAtomic(path, update(slots));
+      await writeJsonAtomic(path, await update(slots));
     });
   }
 }

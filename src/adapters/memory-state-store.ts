@@ -1,12 +1,23 @@
+import { hostname } from 'node:os';
+import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import type { StateStore } from '../ports/state-store.ts';
+import { applySpecTo, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
+import {
+  FencedOutError,
+  leaseIsFree,
+  type AppliedSpec,
+  type LeaseHolder,
+  type LeaseRecord,
+  type StateStore,
+  type StoreWrite,
+  type WriterLease,
+} from '../ports/state-store.ts';
 import { isProcessAlive } from './process-status.ts';
 
 /**
  * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared
- * StateStore contract runs against both), and cheap enough for simulations of thousands of passes: a
- * transaction costs O(records), not O(the whole event log), because stored values are never mutated,
- * so a snapshot is a shallow copy of the maps plus the event count.
+ * StateStore contract runs against both), and cheap enough for simulations of thousands of passes:
+ * stored values are never mutated, so a commit copies only what it changes.
  */
 
 /** Deep copy of plain data (objects, arrays, primitives), as the records are. */
@@ -19,25 +30,12 @@ function copy<T>(value: T): T {
   return out as T;
 }
 
-interface Lease {
-  pid: number;
-  token: string;
-}
-
-interface Snapshot {
-  controlPlanes: Map<string, ControlPlaneRecord>;
-  machines: Map<string, Map<string, MachineRecord>>;
-  events: EventRecord[];
-  eventCount: number;
-  leases: Map<string, Lease>;
-}
-
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
 export interface MemoryStateStoreOptions {
-  /** Whether a lease holder's process is alive (default: ask the OS). */
+  /** Whether a lease holder's process on this host is alive (default: ask the OS). */
   isHolderAlive?: (pid: number) => boolean;
 }
 
@@ -46,103 +44,151 @@ export class MemoryStateStore implements StateStore {
   private machines = new Map<string, Map<string, MachineRecord>>();
   /** Append-only between deletions; elements are never changed in place. */
   private events: EventRecord[] = [];
-  private leases = new Map<string, Lease>();
-
+  private eventSeq = 0;
+  private leases = new Map<string, LeaseRecord>();
   private readonly isHolderAlive: (pid: number) => boolean;
+  private readonly host = hostname();
 
   constructor(options: MemoryStateStoreOptions = {}) {
     this.isHolderAlive = options.isHolderAlive ?? isProcessAlive;
   }
 
-  getControlPlane(name: string): ControlPlaneRecord | undefined {
+  getControlPlane(name: string): Promise<ControlPlaneRecord | undefined> {
     const record = this.controlPlanes.get(name);
-    return record && copy(record);
+    return Promise.resolve(record && copy(record));
   }
 
-  listControlPlanes(): ControlPlaneRecord[] {
-    return [...this.controlPlanes.values()].sort((a, b) => a.createdAt - b.createdAt || compareText(a.name, b.name)).map(copy);
+  listControlPlanes(): Promise<ControlPlaneRecord[]> {
+    return Promise.resolve([...this.controlPlanes.values()].sort((a, b) => a.createdAt - b.createdAt || compareText(a.name, b.name)).map(copy));
   }
 
-  putControlPlane(record: ControlPlaneRecord): void {
-    this.controlPlanes.set(record.name, copy(record));
+  listMachines(cluster: string): Promise<MachineRecord[]> {
+    return Promise.resolve(this.inspect(cluster).machines);
   }
 
-  deleteControlPlane(name: string): void {
-    this.controlPlanes.delete(name);
-    this.machines.delete(name);
-    this.events = this.events.filter((event) => event.cluster !== name);
-    this.leases.delete(name);
-  }
-
-  listMachines(cluster: string): MachineRecord[] {
-    return [...(this.machines.get(cluster)?.values() ?? [])].sort((a, b) => a.ordinal - b.ordinal || compareText(a.name, b.name)).map(copy);
-  }
-
-  getMachine(cluster: string, name: string): MachineRecord | undefined {
+  getMachine(cluster: string, name: string): Promise<MachineRecord | undefined> {
     const record = this.machines.get(cluster)?.get(name);
-    return record && copy(record);
+    return Promise.resolve(record && copy(record));
   }
 
-  putMachine(record: MachineRecord): void {
-    // Copy-on-write of the cluster's map, so a snapshot holding the old map stays intact.
-    const machines = new Map(this.machines.get(record.cluster));
-    machines.set(record.name, copy(record));
-    this.machines.set(record.cluster, machines);
+  listEvents(cluster: string, afterSeq = 0): Promise<EventRecord[]> {
+    return Promise.resolve(this.events.filter((event) => event.cluster === cluster && (event.seq ?? 0) > afterSeq).map(copy));
   }
 
-  deleteMachine(cluster: string, name: string): void {
-    const current = this.machines.get(cluster);
-    if (!current?.has(name)) return;
-    const machines = new Map(current);
-    machines.delete(name);
-    if (machines.size === 0) this.machines.delete(cluster);
-    else this.machines.set(cluster, machines);
-  }
-
-  appendEvent(event: EventRecord): void {
-    this.events.push(copy(event));
-  }
-
-  listEvents(cluster: string): EventRecord[] {
-    return this.events.filter((event) => event.cluster === cluster).map(copy);
-  }
-
-  transaction<T>(fn: () => T): T {
-    const snapshot: Snapshot = {
-      controlPlanes: new Map(this.controlPlanes),
-      machines: new Map(this.machines),
-      events: this.events,
-      eventCount: this.events.length,
-      leases: new Map(this.leases),
+  /**
+   * The cluster's records right now, synchronously: for the simulator's checks, which run inside a
+   * pass (the port itself is asynchronous, as a networked store must be).
+   */
+  inspect(cluster: string): { controlPlane: ControlPlaneRecord | undefined; machines: MachineRecord[]; events: EventRecord[] } {
+    const record = this.controlPlanes.get(cluster);
+    return {
+      controlPlane: record && copy(record),
+      machines: [...(this.machines.get(cluster)?.values() ?? [])].sort((a, b) => a.ordinal - b.ordinal || compareText(a.name, b.name)).map(copy),
+      events: this.events.filter((event) => event.cluster === cluster).map(copy),
     };
+  }
+
+  applySpec(manifest: ControlPlane, now: number): Promise<AppliedSpec> {
+    const applied = applySpecTo(this.controlPlanes.get(manifest.metadata.name), manifest, now);
+    if (applied.changed) this.controlPlanes.set(applied.record.name, copy(applied.record));
+    return Promise.resolve({ ...applied, record: copy(applied.record) });
+  }
+
+  commit(lease: WriterLease, writes: readonly StoreWrite[]): Promise<void> {
     try {
-      const result = fn();
-      if (typeof result === 'object' && result !== null && typeof (result as { then?: unknown }).then === 'function') {
-        throw new TypeError('Transaction function cannot return a promise');
+      this.assertHolds(lease);
+      // Everything is computed before anything is stored: a refused write leaves no partial batch.
+      let cp = this.controlPlanes.get(lease.cluster);
+      const machines = new Map(this.machines.get(lease.cluster));
+      const events: EventRecord[] = [];
+      for (const write of writes) {
+        switch (write.kind) {
+          case 'CreateMachine':
+            if (!machines.has(write.record.name)) machines.set(write.record.name, copy(write.record));
+            break;
+          case 'PatchMachine': {
+            const current = machines.get(write.name);
+            if (current) machines.set(write.name, copy(patchMachine(current, write.set, write.unset)));
+            break;
+          }
+          case 'DeleteMachine':
+            machines.delete(write.name);
+            break;
+          case 'PatchControlPlane':
+            if (cp) cp = copy(patchControlPlane(cp, write.patch));
+            break;
+          case 'ReserveOrdinal':
+            if (cp) cp = { ...cp, nextOrdinal: Math.max(cp.nextOrdinal, write.ordinal + 1) };
+            break;
+          case 'AppendEvent':
+            events.push(copy({ ...write.event, cluster: lease.cluster }));
+            break;
+        }
       }
-      return result;
+      if (cp) this.controlPlanes.set(lease.cluster, cp);
+      if (machines.size === 0) this.machines.delete(lease.cluster);
+      else this.machines.set(lease.cluster, machines);
+      for (const event of events) this.events.push({ ...event, seq: ++this.eventSeq });
+      return Promise.resolve();
     } catch (error) {
-      this.controlPlanes = snapshot.controlPlanes;
-      this.machines = snapshot.machines;
-      snapshot.events.length = snapshot.eventCount;
-      this.events = snapshot.events;
-      this.leases = snapshot.leases;
-      throw error;
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
   }
 
-  acquireLease(cluster: string, holder: { pid: number; token: string }): boolean {
+  deleteControlPlane(lease: WriterLease): Promise<void> {
+    try {
+      this.assertHolds(lease);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    this.controlPlanes.delete(lease.cluster);
+    this.machines.delete(lease.cluster);
+    this.events = this.events.filter((event) => event.cluster !== lease.cluster);
+    this.leases.delete(lease.cluster);
+    return Promise.resolve();
+  }
+
+  acquireLease(cluster: string, holder: LeaseHolder, now: number, options: { force?: boolean } = {}): Promise<boolean> {
     const current = this.leases.get(cluster);
-    if (current && current.token !== holder.token && this.isHolderAlive(current.pid)) return false;
-    this.leases.set(cluster, { pid: holder.pid, token: holder.token });
-    return true;
+    if (current && current.token !== holder.token && !this.isFree(current, now) && options.force !== true) return Promise.resolve(false);
+    const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
+    this.leases.set(cluster, { ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false });
+    return Promise.resolve(true);
   }
 
-  releaseLease(cluster: string, token: string): void {
+  renewLease(cluster: string, token: string, now: number): Promise<LeaseRecord | undefined> {
+    const current = this.leases.get(cluster);
+    if (current?.token !== token) return Promise.resolve(undefined);
+    const renewed = { ...current, renewedAt: now };
+    this.leases.set(cluster, renewed);
+    return Promise.resolve({ ...renewed });
+  }
+
+  releaseLease(cluster: string, token: string): Promise<void> {
     if (this.leases.get(cluster)?.token === token) this.leases.delete(cluster);
+    return Promise.resolve();
   }
 
-  close(): void {
-    // Nothing to release.
+  getLease(cluster: string): Promise<LeaseRecord | undefined> {
+    const lease = this.leases.get(cluster);
+    return Promise.resolve(lease && { ...lease });
+  }
+
+  requestStop(cluster: string, token: string): Promise<void> {
+    const current = this.leases.get(cluster);
+    if (current?.token === token) this.leases.set(cluster, { ...current, stopRequested: true });
+    return Promise.resolve();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  private isFree(lease: LeaseRecord, now: number): boolean {
+    return leaseIsFree(lease, now, this.host, this.isHolderAlive);
+  }
+
+  private assertHolds(lease: WriterLease): void {
+    if (this.leases.get(lease.cluster)?.token !== lease.token) throw new FencedOutError(lease.cluster);
   }
 }

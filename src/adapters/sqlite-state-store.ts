@@ -1,8 +1,20 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
+import { hostname } from 'node:os';
+import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import type { StateStore } from '../ports/state-store.ts';
+import { applySpecTo, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
+import {
+  FencedOutError,
+  leaseIsFree,
+  type AppliedSpec,
+  type LeaseHolder,
+  type LeaseRecord,
+  type StateStore,
+  type StoreWrite,
+  type WriterLease,
+} from '../ports/state-store.ts';
 import { isProcessAlive } from './process-status.ts';
 
 /**
@@ -36,6 +48,15 @@ const MIGRATIONS: readonly string[] = [
     pid INTEGER NOT NULL,
     token TEXT NOT NULL,
     acquired_at INTEGER NOT NULL
+  );
+  `,
+  // Leases renewed by their holder, judged by time: a row is the JSON LeaseRecord. Old leases are
+  // PID-only and cannot be judged that way; dropping them only makes their clusters free to take.
+  `
+  DROP TABLE leases;
+  CREATE TABLE leases (
+    cluster TEXT PRIMARY KEY NOT NULL,
+    record TEXT NOT NULL
   );
   `,
 ];
@@ -75,6 +96,17 @@ const MACHINE_FIELDS = {
   phase: 'string',
   phaseTimes: 'object',
 } as const satisfies Partial<Record<keyof MachineRecord, FieldKind>>;
+
+const LEASE_FIELDS = {
+  cluster: 'string',
+  token: 'string',
+  holder: 'string',
+  host: 'string',
+  pid: 'number',
+  ttlMs: 'number',
+  acquiredAt: 'number',
+  renewedAt: 'number',
+} as const satisfies Partial<Record<keyof LeaseRecord, FieldKind>>;
 
 const EVENT_FIELDS = {
   cluster: 'string',
@@ -132,16 +164,14 @@ function prepareStatements(db: Database.Database) {
     ),
     deleteMachine: db.prepare<[string, string]>('DELETE FROM machines WHERE cluster = ? AND name = ?'),
     appendEvent: db.prepare<[string, number, string]>('INSERT INTO events (cluster, at, record) VALUES (?, ?, ?)'),
-    listEvents: db.prepare<[string], RecordRow>(
-      `SELECT '#' || id AS key, record FROM events WHERE cluster = ? ORDER BY id`,
+    listEvents: db.prepare<[string, number], RecordRow & { id: number }>(
+      `SELECT '#' || id AS key, id, record FROM events WHERE cluster = ? AND id > ? ORDER BY id`,
     ),
-    getLease: db.prepare<[string], { pid: number; token: string }>('SELECT pid, token FROM leases WHERE cluster = ?'),
-    putLease: db.prepare<[string, number, string, number]>(
-      `INSERT INTO leases (cluster, pid, token, acquired_at) VALUES (?, ?, ?, ?)
-       ON CONFLICT (cluster) DO UPDATE SET pid = excluded.pid, token = excluded.token, acquired_at = excluded.acquired_at`,
+    getLease: db.prepare<[string], RecordRow>('SELECT cluster AS key, record FROM leases WHERE cluster = ?'),
+    putLease: db.prepare<[string, string]>(
+      `INSERT INTO leases (cluster, record) VALUES (?, ?) ON CONFLICT (cluster) DO UPDATE SET record = excluded.record`,
     ),
     deleteLease: db.prepare<[string]>('DELETE FROM leases WHERE cluster = ?'),
-    releaseLease: db.prepare<[string, string]>('DELETE FROM leases WHERE cluster = ? AND token = ?'),
   };
 }
 
@@ -149,6 +179,7 @@ function prepareStatements(db: Database.Database) {
 export class SqliteStateStore implements StateStore {
   private readonly db: Database.Database;
   private readonly statements: ReturnType<typeof prepareStatements>;
+  private readonly host = hostname();
 
   constructor(path: string) {
     mkdirSync(dirname(path), { recursive: true });
@@ -167,98 +198,201 @@ export class SqliteStateStore implements StateStore {
 
   /** Reads the version inside the write transaction, so two processes opening a new file migrate it once. */
   private migrate(path: string): void {
-    this.db
-      .transaction(() => {
-        const version = this.db.pragma('user_version', { simple: true });
-        if (typeof version !== 'number') throw new Error(`${path}: cannot read the schema version`);
-        if (version > SCHEMA_VERSION) {
-          throw new Error(`${path}: schema version ${version} is newer than this fastplane supports (${SCHEMA_VERSION})`);
-        }
-        for (const [index, sql] of MIGRATIONS.entries()) {
-          if (index < version) continue;
-          this.db.exec(sql);
-          this.db.pragma(`user_version = ${index + 1}`);
-        }
-      })
-      .immediate();
+    this.immediate(() => {
+      const version = this.db.pragma('user_version', { simple: true });
+      if (typeof version !== 'number') throw new Error(`${path}: cannot read the schema version`);
+      if (version > SCHEMA_VERSION) {
+        throw new Error(`${path}: schema version ${version} is newer than this fastplane supports (${SCHEMA_VERSION})`);
+      }
+      for (const [index, sql] of MIGRATIONS.entries()) {
+        if (index < version) continue;
+        this.db.exec(sql);
+        this.db.pragma(`user_version = ${index + 1}`);
+      }
+    });
   }
 
-  getControlPlane(name: string): ControlPlaneRecord | undefined {
+  /**
+   * BEGIN IMMEDIATE: every write transaction reads first (the lease, the current record), and in WAL
+   * mode a deferred transaction that upgrades to a write after another process committed fails with
+   * SQLITE_BUSY at once instead of waiting.
+   */
+  private immediate<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  getControlPlane(name: string): Promise<ControlPlaneRecord | undefined> {
+    return settle(() => this.readControlPlane(name));
+  }
+
+  listControlPlanes(): Promise<ControlPlaneRecord[]> {
+    return settle(() => this.statements.listControlPlanes.all().map(decodeControlPlane));
+  }
+
+  listMachines(cluster: string): Promise<MachineRecord[]> {
+    return settle(() => this.statements.listMachines.all(cluster).map(decodeMachine));
+  }
+
+  getMachine(cluster: string, name: string): Promise<MachineRecord | undefined> {
+    return settle(() => this.readMachine(cluster, name));
+  }
+
+  listEvents(cluster: string, afterSeq = 0): Promise<EventRecord[]> {
+    return settle(() => this.statements.listEvents.all(cluster, afterSeq).map((row) => ({ ...decodeEvent(row), seq: row.id })));
+  }
+
+  applySpec(manifest: ControlPlane, now: number): Promise<AppliedSpec> {
+    return settle(() =>
+      this.immediate(() => {
+        const applied = applySpecTo(this.readControlPlane(manifest.metadata.name), manifest, now);
+        if (applied.changed) this.writeControlPlane(applied.record);
+        return applied;
+      }),
+    );
+  }
+
+  commit(lease: WriterLease, writes: readonly StoreWrite[]): Promise<void> {
+    return settle(() => { this.immediate(() => {
+        this.assertHolds(lease);
+        const cluster = lease.cluster;
+        for (const write of writes) {
+          switch (write.kind) {
+            case 'CreateMachine':
+              if (!this.readMachine(cluster, write.record.name)) this.writeMachine(write.record);
+              break;
+            case 'PatchMachine': {
+              const current = this.readMachine(cluster, write.name);
+              if (current) this.writeMachine(patchMachine(current, write.set, write.unset));
+              break;
+            }
+            case 'DeleteMachine':
+              this.statements.deleteMachine.run(cluster, write.name);
+              break;
+            case 'PatchControlPlane': {
+              const current = this.readControlPlane(cluster);
+              if (current) this.writeControlPlane(patchControlPlane(current, write.patch));
+              break;
+            }
+            case 'ReserveOrdinal': {
+              const current = this.readControlPlane(cluster);
+              if (current) this.writeControlPlane({ ...current, nextOrdinal: Math.max(current.nextOrdinal, write.ordinal + 1) });
+              break;
+            }
+            case 'AppendEvent':
+              this.statements.appendEvent.run(cluster, write.event.at, JSON.stringify({ ...write.event, cluster }));
+              break;
+          }
+        }
+      }); },
+    );
+  }
+
+  deleteControlPlane(lease: WriterLease): Promise<void> {
+    return settle(() => { this.immediate(() => {
+        this.assertHolds(lease);
+        this.statements.deleteControlPlane.run(lease.cluster);
+        this.statements.deleteClusterMachines.run(lease.cluster);
+        this.statements.deleteClusterEvents.run(lease.cluster);
+        this.statements.deleteLease.run(lease.cluster);
+      }); },
+    );
+  }
+
+  acquireLease(cluster: string, holder: LeaseHolder, now: number, options: { force?: boolean } = {}): Promise<boolean> {
+    return settle(() =>
+      this.immediate(() => {
+        const current = this.readLease(cluster);
+        const taken = current !== undefined && current.token !== holder.token && !leaseIsFree(current, now, this.host, isProcessAlive);
+        if (taken && options.force !== true) return false;
+        const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
+        this.writeLease({ ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false });
+        return true;
+      }),
+    );
+  }
+
+  renewLease(cluster: string, token: string, now: number): Promise<LeaseRecord | undefined> {
+    return settle(() =>
+      this.immediate(() => {
+        const current = this.readLease(cluster);
+        if (current?.token !== token) return undefined;
+        const renewed = { ...current, renewedAt: now };
+        this.writeLease(renewed);
+        return renewed;
+      }),
+    );
+  }
+
+  releaseLease(cluster: string, token: string): Promise<void> {
+    return settle(() => { this.immediate(() => {
+        if (this.readLease(cluster)?.token === token) this.statements.deleteLease.run(cluster);
+      }); },
+    );
+  }
+
+  getLease(cluster: string): Promise<LeaseRecord | undefined> {
+    return settle(() => this.readLease(cluster));
+  }
+
+  requestStop(cluster: string, token: string): Promise<void> {
+    return settle(() => { this.immediate(() => {
+        const current = this.readLease(cluster);
+        if (current?.token === token) this.writeLease({ ...current, stopRequested: true });
+      }); },
+    );
+  }
+
+  close(): Promise<void> {
+    return settle(() => {
+      this.db.close();
+    });
+  }
+
+  private assertHolds(lease: WriterLease): void {
+    if (this.readLease(lease.cluster)?.token !== lease.token) throw new FencedOutError(lease.cluster);
+  }
+
+  private readControlPlane(name: string): ControlPlaneRecord | undefined {
     const row = this.statements.getControlPlane.get(name);
     return row && decodeControlPlane(row);
   }
 
-  listControlPlanes(): ControlPlaneRecord[] {
-    return this.statements.listControlPlanes.all().map(decodeControlPlane);
-  }
-
-  putControlPlane(record: ControlPlaneRecord): void {
+  private writeControlPlane(record: ControlPlaneRecord): void {
     this.statements.putControlPlane.run(record.name, JSON.stringify(record), record.createdAt);
   }
 
-  deleteControlPlane(name: string): void {
-    this.transaction(() => {
-      this.statements.deleteControlPlane.run(name);
-      this.statements.deleteClusterMachines.run(name);
-      this.statements.deleteClusterEvents.run(name);
-      this.statements.deleteLease.run(name);
-    });
-  }
-
-  listMachines(cluster: string): MachineRecord[] {
-    return this.statements.listMachines.all(cluster).map(decodeMachine);
-  }
-
-  getMachine(cluster: string, name: string): MachineRecord | undefined {
+  private readMachine(cluster: string, name: string): MachineRecord | undefined {
     const row = this.statements.getMachine.get(cluster, name);
     return row && decodeMachine(row);
   }
 
-  putMachine(record: MachineRecord): void {
+  private writeMachine(record: MachineRecord): void {
     this.statements.putMachine.run(record.cluster, record.name, record.ordinal, JSON.stringify(record));
   }
 
-  deleteMachine(cluster: string, name: string): void {
-    this.statements.deleteMachine.run(cluster, name);
+  private readLease(cluster: string): LeaseRecord | undefined {
+    const row = this.statements.getLease.get(cluster);
+    return row && (decode('leases', row.key, row.record, LEASE_FIELDS) as LeaseRecord);
   }
 
-  appendEvent(event: EventRecord): void {
-    this.statements.appendEvent.run(event.cluster, event.at, JSON.stringify(event));
+  private writeLease(lease: LeaseRecord): void {
+    this.statements.putLease.run(lease.cluster, JSON.stringify(lease));
   }
+}
 
-  listEvents(cluster: string): EventRecord[] {
-    return this.statements.listEvents.all(cluster).map(decodeEvent);
-  }
-
-  /**
-   * BEGIN IMMEDIATE: callers read then write, and in WAL mode a deferred transaction that upgrades to
-   * a write after another process committed fails with SQLITE_BUSY at once instead of waiting.
-   * Nested calls become savepoints.
-   */
-  transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
-  }
-
-  acquireLease(cluster: string, holder: { pid: number; token: string }): boolean {
-    return this.transaction(() => {
-      const current = this.statements.getLease.get(cluster);
-      if (current && current.token !== holder.token && isProcessAlive(current.pid)) return false;
-      this.statements.putLease.run(cluster, holder.pid, holder.token, Date.now());
-      return true;
-    });
-  }
-
-  releaseLease(cluster: string, token: string): void {
-    this.statements.releaseLease.run(cluster, token);
-  }
-
-  close(): void {
-    this.db.close();
+/** The synchronous driver's result or error as a promise: callers see one asynchronous port. */
+function settle<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (error) {
+    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
 }
 
 function decodeControlPlane(row: RecordRow): ControlPlaneRecord {
-  return decode('control_planes', row.key, row.record, CONTROL_PLANE_FIELDS) as ControlPlaneRecord;
+  const record = decode('control_planes', row.key, row.record, CONTROL_PLANE_FIELDS) as Omit<ControlPlaneRecord, 'generation'> & { generation?: number };
+  // Records written before generations existed are generation 1.
+  return { ...record, generation: record.generation ?? 1 };
 }
 
 function decodeMachine(row: RecordRow): MachineRecord {

@@ -8,9 +8,9 @@ import { parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { openKvClient, readTlsCredentials, type KvClientOptions } from '../adapters/etcd3-admin.ts';
 import type { EventRecord, MachinePhase, MachineRecord } from '../domain/machine.ts';
-import type { RunOutcome } from '../reconciler/run.ts';
+import type { Convergence } from '../reconciler/converge.ts';
 import { MEASURED_TIMINGS } from '../sim/model-world.ts';
-import { destroyControlPlane, EXIT, OUTCOME_EXIT, parseTimeout, reconcileManifest, resolveManifest, type ReconcileRun } from './commands.ts';
+import { destroyUnderLease, EXIT, OUTCOME_EXIT, parseTimeout, reconcileManifest, resolveManifest, type ReconcileRun } from './commands.ts';
 import { CliContext } from './context.ts';
 import { benchResultPath, MEMBERSHIP_ACTIONS } from './report.ts';
 
@@ -354,7 +354,7 @@ function machineMetrics(record: MachineRecord, changes: EventRecord[], t0: numbe
 
 class BenchRunFailed extends Error {
   constructor(
-    readonly outcome: RunOutcome,
+    readonly outcome: Convergence['outcome'],
     message: string,
   ) {
     super(message);
@@ -445,7 +445,7 @@ async function runStrategy(ctx: CliContext, options: BenchOptions, strategy: Str
   const specFlags = { name, strategy, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
   const replicas = String(options.replicas);
   const preload = options.preloadBytes;
-  let manifest: ControlPlane = resolveManifest(ctx, { ...specFlags, replicas: preload === undefined ? replicas : '1' });
+  let manifest: ControlPlane = await resolveManifest(ctx, { ...specFlags, replicas: preload === undefined ? replicas : '1' });
   try {
     const up = await reconcileManifest(ctx, manifest, options.timeoutMs);
     mustConverge(up, `${strategy} run ${String(run)}`);
@@ -456,7 +456,7 @@ async function runStrategy(ctx: CliContext, options: BenchOptions, strategy: Str
       // Method: one member first, the keys written into it, then the scale-up to N, so that every
       // learner has to catch up `preload` bytes, as a snapshot once the writes pass the provider's
       // snapshot count (see VALUE_BYTES). The write time is not counted.
-      const endpoints = ctx.store.listMachines(name).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
+      const endpoints = (await ctx.store.listMachines(name)).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
       const writeStart = Date.now();
       const tls = ctx.provider(manifest).clientTls(name);
       const keys = await preloadKeys(endpoints, preload, tls === undefined ? undefined : readTlsCredentials(tls));
@@ -468,7 +468,7 @@ async function runStrategy(ctx: CliContext, options: BenchOptions, strategy: Str
           (status) => status.dbSize,
           () => null,
         );
-      manifest = resolveManifest(ctx, { name, replicas });
+      manifest = await resolveManifest(ctx, { name, replicas });
       last = await reconcileManifest(ctx, manifest, options.timeoutMs);
       mustConverge(last, `${strategy} run ${String(run)} (scale-up after the preload)`);
       stages = {
@@ -480,14 +480,14 @@ async function runStrategy(ctx: CliContext, options: BenchOptions, strategy: Str
       };
       elapsedMs += last.settledAt - last.startedAt;
     }
-    return summarize(ctx, name, strategy, options, up.startedAt, elapsedMs, up.passes + (last === up ? 0 : last.passes), stages);
+    return await summarize(ctx, name, strategy, options, up.startedAt, elapsedMs, up.passes + (last === up ? 0 : last.passes), stages);
   } finally {
     // `down` between runs: every member stopped by PID, its data and records gone.
-    await destroyControlPlane(ctx, manifest);
+    await destroyUnderLease(ctx, manifest, { waitMs: 0, force: true });
   }
 }
 
-function summarize(
+async function summarize(
   ctx: CliContext,
   name: string,
   strategy: Strategy,
@@ -496,9 +496,9 @@ function summarize(
   elapsedMs: number,
   passes: number,
   stages: StrategyRun['stages'],
-): StrategyRun {
-  const records = ctx.store.listMachines(name).sort((a, b) => a.ordinal - b.ordinal);
-  const events = ctx.store.listEvents(name);
+): Promise<StrategyRun> {
+  const records = (await ctx.store.listMachines(name)).sort((a, b) => a.ordinal - b.ordinal);
+  const events = await ctx.store.listEvents(name);
   const changes = membershipOf(events);
   const machines = records.map((r) => machineMetrics(r, changes, t0, memberLog(ctx.stateDir, r)));
   const init = records.find((r) => r.role === 'init');
@@ -523,7 +523,7 @@ function summarize(
     boundSeconds: criticalPathBound(bound),
     bound,
     passes,
-    refusals: events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Failed').length,
+    refusals: events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome !== 'Succeeded').length,
     machines,
     membership: changes.map((e) => ({ action: e.action ?? '', machine: e.machine ?? null, at: seconds(e.at - t0), endedAt: seconds((e.endedAt ?? e.at) - t0) })),
   };
@@ -611,9 +611,9 @@ function renderTable(result: BenchResult): string {
 function stopOnSignal(bench: CliContext, workDir: string): () => void {
   const onSignal = (signal: NodeJS.Signals): void => {
     process.stderr.write(`bench: ${signal}: stopping the bench clusters\n`);
-    const manifests = bench.store.listControlPlanes().map((cp) => cp.manifest);
     const stopAll = async (): Promise<void> => {
-      await Promise.all(manifests.map((manifest) => destroyControlPlane(bench, manifest)));
+      const manifests = (await bench.store.listControlPlanes()).map((cp) => cp.manifest);
+      await Promise.all(manifests.map((manifest) => destroyUnderLease(bench, manifest, { waitMs: 0, force: true })));
     };
     void stopAll()
       .then(stopAll)
@@ -642,7 +642,7 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
   let version: string;
   try {
     // The spec every run uses, checked (and its etcd binary found) before any machine exists.
-    version = resolveManifest(bench, { name: 'bench', provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) }).spec.version;
+    version = (await resolveManifest(bench, { name: 'bench', provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) })).spec.version;
     for (let run = 1; run <= options.runs; run++) {
       // Alternate which strategy goes first, so a warm page cache or a drifting host favours neither.
       const order: Strategy[] = run % 2 === 1 ? ['serial', 'parallel'] : ['parallel', 'serial'];

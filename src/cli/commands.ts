@@ -11,17 +11,29 @@ import { InvalidInputError } from '../api/errors.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
 import { plan } from '../planner/plan.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import { applyControlPlane } from '../reconciler/apply.ts';
+import type { FencedWriter } from '../executor/fenced-writer.ts';
+import { systemClock } from '../ports/clock.ts';
+import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
+import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
 import { observe } from '../reconciler/observe.ts';
-import { runUntilSettled, type RunOutcome } from '../reconciler/run.ts';
-import { buildStatus, recordConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
+import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
 import { progressFor } from './progress.ts';
 import { explain, render, type OutputFormat } from './render.ts';
 
-export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4 } as const;
+/** The CLI's exit codes: the contract scripts rely on. */
+export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4, superseded: 5 } as const;
 
-export const OUTCOME_EXIT: Record<RunOutcome, number> = { Converged: EXIT.converged, Blocked: EXIT.blocked, DeadlineExceeded: EXIT.deadline };
+export const OUTCOME_EXIT: Record<Convergence['outcome'], number> = {
+  Converged: EXIT.converged,
+  Blocked: EXIT.blocked,
+  DeadlineExceeded: EXIT.deadline,
+  Superseded: EXIT.superseded,
+  Stopped: EXIT.superseded,
+  Deleted: EXIT.superseded,
+  // Never final: a command whose lease was taken over follows the new holder.
+  LeaseLost: EXIT.internal,
+};
 
 export interface SpecFlags {
   file?: string;
@@ -59,7 +71,7 @@ function parseReplicas(text: string): number {
  * validated as a whole so every message names the manifest field. A flag that names a different
  * control plane than the file is a contradiction, not an override.
  */
-export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane {
+export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promise<ControlPlane> {
   let base: ControlPlane;
   if (flags.file !== undefined) {
     base = loadControlPlaneFile(flags.file);
@@ -68,7 +80,7 @@ export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane
     }
   } else {
     if (flags.name === undefined) throw new InvalidInputError(['give -f FILE or --name NAME']);
-    base = ctx.store.getControlPlane(flags.name)?.manifest ?? defaultControlPlane(flags.name);
+    base = (await ctx.store.getControlPlane(flags.name))?.manifest ?? defaultControlPlane(flags.name);
   }
   const spec: Record<string, unknown> = { ...base.spec };
   const provider: Record<string, unknown> = { ...base.spec.provider };
@@ -85,7 +97,7 @@ export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane
   const manifest = validateControlPlane({ ...base, spec: { ...spec, provider } });
   // Members' URLs and certificates are fixed when their machines are created: http and https
   // members cannot form one cluster.
-  const stored = ctx.store.getControlPlane(manifest.metadata.name)?.manifest;
+  const stored = (await ctx.store.getControlPlane(manifest.metadata.name))?.manifest;
   if (stored !== undefined && stored.spec.provider.insecure !== manifest.spec.provider.insecure) {
     throw new InvalidInputError([
       `spec.provider.insecure: cannot change on an existing control plane (it is ${String(stored.spec.provider.insecure)}); run fastplane down ${manifest.metadata.name} first`,
@@ -96,61 +108,65 @@ export function resolveManifest(ctx: CliContext, flags: SpecFlags): ControlPlane
   return manifest;
 }
 
+/** The status as etcd and the records show it now. Reads only: safe beside a running reconcile. */
 async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStatusDocument> {
-  const cp = ctx.store.getControlPlane(name);
+  const cp = await ctx.store.getControlPlane(name);
   if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
-  const deps = ctx.deps(cp.manifest);
-  const observed = await observe(deps);
+  const observed = await observe(ctx.observeDeps(cp.manifest));
   const now = Date.now();
   const decision = plan(toPlannerSpec(cp.manifest), observed, now);
-  const conditions = recordConditions(ctx.store, name, decision.conditions, now);
-  return buildStatus(cp, ctx.store.listMachines(name), observed, decision, conditions, ctx.provider(cp.manifest).clientTls(name));
+  const conditions = nextConditions(cp.conditions, decision.conditions, now);
+  const lease = await ctx.store.getLease(name);
+  return buildStatus(cp, await ctx.store.listMachines(name), observed, decision, conditions, ctx.provider(cp.manifest).clientTls(name), lease?.holder);
 }
 
 /** How one reconcile of a spec ended, with wall-clock times for `bench`. */
-export interface ReconcileRun {
-  outcome: RunOutcome;
+export interface ReconcileRun extends Convergence {
   /** When the spec was applied (ms since the epoch). */
   startedAt: number;
-  /** When the last pass observed the result: for Converged, the moment every voter was seen healthy. */
-  settledAt: number;
-  passes: number;
 }
 
 /**
- * Applies the spec and reconciles until converged, blocked or the deadline, with progress on stderr.
- * The one reconcile path behind up, scale, rollout and bench, so a benchmark measures exactly what
- * users run.
+ * Stores the spec (a new generation when it changed) and brings the cluster to it: this process
+ * reconciles when it can take the lease, else it follows the holder. The one reconcile path behind
+ * up, scale, rollout and bench, so a benchmark measures exactly what users run.
  */
 export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane, timeoutMs: number): Promise<ReconcileRun> {
   const name = manifest.metadata.name;
   if (manifest.spec.provider.insecure) {
     process.stderr.write(`warning: control plane ${name} runs without TLS (spec.provider.insecure): anyone who can reach its addresses can read and change etcd; for debugging only\n`);
   }
-  const isNew = ctx.store.getControlPlane(name) === undefined;
   const startedAt = Date.now();
-  applyControlPlane(ctx.store, manifest, startedAt);
+  const applied = await ctx.store.applySpec(manifest, startedAt);
+  const generation = applied.record.generation;
+  ctx.log.info({ cluster: name, generation, changed: applied.changed }, applied.changed ? `stored generation ${String(generation)}` : `spec unchanged at generation ${String(generation)}`);
   const progress = progressFor();
-  const deps = ctx.deps(manifest, (event) => {
-    progress.onEvent(event);
-  });
-  let settledAt = startedAt;
-  try {
-    const result = await progress.run(`Reconciling control plane ${name} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`, () =>
-      runUntilSettled(deps, {
-        deadline: startedAt + timeoutMs,
-        onPass: (pass) => {
-          settledAt = pass.now;
-          progress.onPass(pass);
-        },
+  const title = `Reconciling control plane ${name} generation ${String(generation)} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`;
+  const result = await progress.run(title, () =>
+    convergeGeneration(manifest, generation, {
+      store: ctx.store,
+      clock: systemClock,
+      deadline: startedAt + timeoutMs,
+      depsFor: (writer) => ctx.deps(manifest, writer, (event) => {
+        progress.onEvent(event);
       }),
-    );
-    return { outcome: result.outcome, startedAt, settledAt, passes: result.passes };
-  } catch (error) {
-    // Bad input found while acting (a taken address): leave nothing behind for a new control plane.
-    if (error instanceof InvalidInputError && isNew) await destroyControlPlane(ctx, manifest);
-    throw error;
-  }
+      onPass: (pass) => {
+        progress.onPass(pass);
+      },
+      onEvent: (event) => {
+        progress.onEvent(event);
+      },
+      onNote: (text) => {
+        ctx.log.info({ cluster: name }, text);
+        progress.note(text);
+      },
+      // Bad input found while acting (a taken address): leave nothing behind for a new control plane.
+      onFailureUnderLease: async (error, writer) => {
+        if (error instanceof InvalidInputError && applied.created) await destroyControlPlane(ctx, manifest, writer);
+      },
+    }),
+  );
+  return { ...result, startedAt };
 }
 
 /** Applies the spec and reconciles until converged, blocked or the deadline; prints the final status. */
@@ -158,31 +174,44 @@ export async function reconcileAndReport(ctx: CliContext, manifest: ControlPlane
   const format = parseOutput(flags.output);
   const timeoutMs = parseTimeout(flags.timeout);
   const name = manifest.metadata.name;
-  const { outcome } = await reconcileManifest(ctx, manifest, timeoutMs);
+  const result = await reconcileManifest(ctx, manifest, timeoutMs);
+  if (result.outcome === 'Superseded' || result.outcome === 'Stopped' || result.outcome === 'Deleted') {
+    process.stderr.write(`${supersededMessage(name, result)}\n`);
+    return OUTCOME_EXIT[result.outcome];
+  }
   const doc = await statusOf(ctx, name);
   process.stdout.write(`${render(doc, format)}\n`);
-  if (outcome !== 'Converged') process.stderr.write(`${explain(doc)}\n`);
-  return OUTCOME_EXIT[outcome];
+  if (result.outcome !== 'Converged') process.stderr.write(`${explain(doc)}\n`);
+  return OUTCOME_EXIT[result.outcome];
+}
+
+function supersededMessage(name: string, result: Convergence): string {
+  if (result.outcome === 'Superseded' && result.newer) {
+    const changes = result.newer.changes.length > 0 ? result.newer.changes.join(', ') : 'no spec field';
+    return `error: generation ${String(result.generation)} of ${name} was superseded by generation ${String(result.newer.generation)} (${changes}); the cluster now converges to that`;
+  }
+  if (result.outcome === 'Stopped') return `error: stopped before generation ${String(result.generation)} of ${name} converged: fastplane down asked this process to stop`;
+  return `error: control plane ${name} was deleted (fastplane down) before generation ${String(result.generation)} converged`;
 }
 
 export async function upCommand(ctx: CliContext, flags: SpecFlags & RunFlags): Promise<number> {
-  return reconcileAndReport(ctx, resolveManifest(ctx, flags), flags);
+  return reconcileAndReport(ctx, await resolveManifest(ctx, flags), flags);
 }
 
-function storedManifest(ctx: CliContext, name: string): ControlPlane {
-  const cp = ctx.store.getControlPlane(name);
+async function storedManifest(ctx: CliContext, name: string): Promise<ControlPlane> {
+  const cp = await ctx.store.getControlPlane(name);
   if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}; create it with fastplane up`]);
   return cp.manifest;
 }
 
 export async function scaleCommand(ctx: CliContext, name: string, flags: RunFlags & { replicas: string }): Promise<number> {
-  storedManifest(ctx, name);
-  return reconcileAndReport(ctx, resolveManifest(ctx, { name, replicas: flags.replicas }), flags);
+  await storedManifest(ctx, name);
+  return reconcileAndReport(ctx, await resolveManifest(ctx, { name, replicas: flags.replicas }), flags);
 }
 
 export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string }): Promise<number> {
-  storedManifest(ctx, name);
-  return reconcileAndReport(ctx, resolveManifest(ctx, { name, version: flags.version }), flags);
+  await storedManifest(ctx, name);
+  return reconcileAndReport(ctx, await resolveManifest(ctx, { name, version: flags.version }), flags);
 }
 
 export async function statusCommand(ctx: CliContext, name: string | undefined, flags: { output: string; explain?: boolean }): Promise<number> {
@@ -193,20 +222,59 @@ export async function statusCommand(ctx: CliContext, name: string | undefined, f
     return EXIT.converged;
   }
   const docs: ControlPlaneStatusDocument[] = [];
-  for (const cp of ctx.store.listControlPlanes()) docs.push(await statusOf(ctx, cp.name));
+  for (const cp of await ctx.store.listControlPlanes()) docs.push(await statusOf(ctx, cp.name));
   process.stdout.write(`${flags.explain === true ? docs.map(explain).join('\n') : render(docs, format)}\n`);
   return EXIT.converged;
 }
 
-/** Stops every member of a control plane by PID and deletes its machines and records. */
-export async function destroyControlPlane(ctx: CliContext, manifest: ControlPlane): Promise<void> {
+/** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */
+export async function destroyControlPlane(ctx: CliContext, manifest: ControlPlane, writer: FencedWriter): Promise<void> {
   const name = manifest.metadata.name;
+  await writer.verify();
   await ctx.provider(manifest).destroyCluster(name);
-  ctx.store.deleteControlPlane(name);
+  await ctx.store.deleteControlPlane(writer.lease);
 }
 
-export async function downCommand(ctx: CliContext, name: string): Promise<number> {
-  await destroyControlPlane(ctx, storedManifest(ctx, name));
+const DOWN_WAIT_MS = 30_000;
+
+/**
+ * Deletes a control plane under its lease, like any writer: a live holder is asked to stop and given
+ * `waitMs` to finish its in-flight actions; with `force` it is then fenced out (its next write fails).
+ * False when the holder did not stop and `force` was not given.
+ */
+export async function destroyUnderLease(ctx: CliContext, manifest: ControlPlane, options: { waitMs: number; force: boolean }): Promise<boolean> {
+  const name = manifest.metadata.name;
+  const deadline = Date.now() + options.waitMs;
+  let asked = false;
+  for (;;) {
+    const keeper = await LeaseKeeper.acquire(ctx.store, name, { clock: systemClock, force: options.force && Date.now() >= deadline });
+    if (keeper) {
+      try {
+        await destroyControlPlane(ctx, manifest, keeper.writer);
+        return true;
+      } finally {
+        await keeper.release();
+      }
+    }
+    const lease = await ctx.store.getLease(name);
+    if (lease && !asked) {
+      await ctx.store.requestStop(name, lease.token);
+      process.stderr.write(`asked ${lease.holder} to stop reconciling ${name}\n`);
+      asked = true;
+    }
+    if (Date.now() >= deadline && !options.force) return false;
+    await systemClock.sleep(200);
+  }
+}
+
+export async function downCommand(ctx: CliContext, name: string, flags: { force?: boolean; wait?: string } = {}): Promise<number> {
+  const manifest = await storedManifest(ctx, name);
+  const waitMs = flags.wait === undefined ? DOWN_WAIT_MS : parseTimeout(flags.wait);
+  if (!(await destroyUnderLease(ctx, manifest, { waitMs, force: flags.force === true }))) {
+    const holder = (await ctx.store.getLease(name))?.holder ?? 'another fastplane process';
+    process.stderr.write(`error: ${holder} still reconciles ${name} after ${String(waitMs / 1000)}s; run fastplane down ${name} --force to take over\n`);
+    return EXIT.blocked;
+  }
   const left = existsSync(join(ctx.stateDir, 'clusters', name));
   process.stdout.write(`control plane ${name} deleted: every member process stopped${left ? '' : ' and every data dir removed'}\n`);
   return EXIT.converged;

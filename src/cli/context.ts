@@ -6,13 +6,15 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
+import { withInjectedFaults } from '../adapters/fault-injecting-etcd-admin.ts';
 import { LocalProcessProvider } from '../adapters/local-process-provider.ts';
 import { SqliteStateStore } from '../adapters/sqlite-state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { ExecutorDeps } from '../executor/execute.ts';
-import { failpointsFromEnv } from '../executor/failpoints.ts';
-import { withInjectedFaults } from '../adapters/fault-injecting-etcd-admin.ts';
+import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
+import type { ObserveDeps } from '../reconciler/observe.ts';
+import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
 
 export interface GlobalOptions {
   stateDir?: string;
@@ -28,10 +30,13 @@ export function resolveStateDir(options: GlobalOptions): string {
 export class CliContext {
   readonly store: SqliteStateStore;
   readonly log: Logger;
+  readonly hooks: TestHooks;
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
 
   constructor(readonly stateDir: string, logLevel = 'info') {
+    // Before anything is opened: a refused test hook is an input error with nothing created.
+    this.hooks = testHooksFromEnv();
     mkdirSync(stateDir, { recursive: true });
     this.store = new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.log = pino({ level: logLevel }, pino.destination({ dest: join(stateDir, 'fastplane.log'), sync: true, mkdir: true }));
@@ -42,12 +47,12 @@ export class CliContext {
     const { provisioningDelay, deletionDelay, insecure } = manifest.spec.provider;
     return new LocalProcessProvider({
       stateDir: this.stateDir,
-      // Separate address ranges let several state dirs (tests, demos) run side by side.
-      addressPrefix: process.env.FASTPLANE_ADDRESS_PREFIX ?? '127.77',
+      addressPrefix: this.hooks.addressPrefix,
       provisioningDelay: parseDurationRange(provisioningDelay) ?? { minMs: 0, maxMs: 0 },
       deletionDelay: parseDurationRange(deletionDelay) ?? { minMs: 0, maxMs: 0 },
       findBinary: findEtcdBinary,
       insecure,
+      honourFailureMarker: this.hooks.provisioningFailureMarker,
     });
   }
 
@@ -63,26 +68,30 @@ export class CliContext {
     return admin;
   }
 
-  deps(manifest: ControlPlane, notify?: (event: EventRecord) => void): ExecutorDeps {
-    const deps: ExecutorDeps = {
-      cluster: manifest.metadata.name,
-      // Tests may ask for etcd answers that are hard to provoke (FASTPLANE_INJECT_FAULTS).
-      etcd: withInjectedFaults(this.etcd(manifest)),
-      provider: this.provider(manifest),
-      store: this.store,
+  /** What observing needs: reads only (status). */
+  observeDeps(manifest: ControlPlane): ObserveDeps {
+    return { cluster: manifest.metadata.name, etcd: this.etcd(manifest), provider: this.provider(manifest), store: this.store };
+  }
+
+  /** What a reconcile pass needs, writing through `writer` (fenced by the lease this process holds). */
+  deps(manifest: ControlPlane, writer: FencedWriter, notify?: (event: EventRecord) => void): ExecutorDeps {
+    return {
+      ...this.observeDeps(manifest),
+      // Tests may ask for etcd answers that are hard to provoke (test hooks only).
+      etcd: withInjectedFaults(this.etcd(manifest), this.hooks.injectFaults),
+      writer,
       clock: systemClock,
-      failpoint: failpointsFromEnv(),
+      failpoint: this.hooks.failpoint,
       notify: (event) => {
         this.log.info({ event }, event.message);
         notify?.(event);
       },
     };
-    return deps;
   }
 
   async close(): Promise<void> {
     await Promise.all([...this.admins.values()].map((admin) => admin.close()));
-    this.store.close();
+    await this.store.close();
     this.log.flush();
   }
 }

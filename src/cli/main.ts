@@ -1,9 +1,9 @@
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
-import { LeaseHeldError } from '../reconciler/run.ts';
 import { benchCommand } from './bench.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
+import { eventsCommand } from './events.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
 
@@ -22,9 +22,6 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
     if (error instanceof InvalidInputError) {
       process.stderr.write(`error: ${error.problems.join('\nerror: ')}\n`);
       code = EXIT.invalid;
-    } else if (error instanceof LeaseHeldError) {
-      process.stderr.write(`error: ${error.message}\n`);
-      code = EXIT.blocked;
     } else {
       process.stderr.write(`internal error: ${error instanceof Error ? error.message : String(error)}\n`);
       ctx?.log.error({ err: error }, 'internal error');
@@ -46,7 +43,7 @@ export function buildProgram(): Command {
 
   program
     .command('up')
-    .description('apply a control plane spec and reconcile until it converges')
+    .description('store a control plane spec and reconcile until it converges (or follow the process that does)')
     .option('-f, --file <file>', 'ControlPlane manifest (YAML or JSON)')
     .option('--name <name>', 'control plane name (without -f)')
     .option('--replicas <n>', 'number of members (odd, 1..9)')
@@ -84,7 +81,16 @@ export function buildProgram(): Command {
   program
     .command('down <name>')
     .description('stop every member of a control plane and delete its machines and records')
-    .action(async (name: string) => withContext(program, (ctx) => downCommand(ctx, name)));
+    .option('--wait <duration>', 'how long a running reconcile gets to stop when asked', '30s')
+    .option('--force', 'after --wait, take the lease from a reconcile that did not stop (it is fenced out)')
+    .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, (ctx) => downCommand(ctx, name, flags)));
+
+  program
+    .command('events <name>')
+    .description('every recorded event of a control plane: actions, their results and times')
+    .option('--watch', 'keep printing new events until interrupted')
+    .addOption(new Option('-o, --output <format>', 'table or json (with --watch: one JSON object per line)').default('table'))
+    .action(async (name: string, flags: { watch?: boolean; output: string }) => withContext(program, (ctx) => eventsCommand(ctx, name, flags)));
 
   program
     .command('bench')
@@ -102,7 +108,7 @@ export function buildProgram(): Command {
     .command('report <name>')
     .description('write a self-contained HTML timeline of a control plane (and the last bench comparison)')
     .option('--out <file>', 'where to write it (default <state dir>/reports/<name>.html)')
-    .action(async (name: string, flags: { out?: string }) => withContext(program, (ctx) => Promise.resolve(reportCommand(ctx, name, flags))));
+    .action(async (name: string, flags: { out?: string }) => withContext(program, (ctx) => reportCommand(ctx, name, flags)));
 
   program
     .command('simulate')

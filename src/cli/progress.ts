@@ -13,6 +13,8 @@ export interface PassView {
 export interface Progress {
   onPass(pass: PassView): void;
   onEvent(event: EventRecord): void;
+  /** A line about the run itself (another process holds the lease, what it waits for). */
+  note(text: string): void;
   run<T>(title: string, work: () => Promise<T>): Promise<T>;
 }
 
@@ -48,11 +50,16 @@ export class PlainProgress implements Progress {
   onEvent(event: EventRecord): void {
     if (event.action === undefined || event.action === 'CreateMachine') return;
     // etcd refuses the same change many times in a row (the 5 s rule): say it once.
-    const refusal = event.outcome === 'Failed' ? event.message : '';
+    const refusal = event.outcome === 'Succeeded' ? '' : event.message;
     if (refusal !== '' && refusal === this.lastRefusal) return;
     this.lastRefusal = refusal;
     const took = event.endedAt === undefined ? '' : ` (${String(event.endedAt - event.at)} ms)`;
-    this.line(event.endedAt ?? event.at, `${event.outcome === 'Failed' ? 'refused' : 'done'}: ${event.message}${took}`);
+    const verb = event.outcome === 'Refused' ? 'refused' : event.outcome === 'Failed' ? 'failed' : 'done';
+    this.line(event.endedAt ?? event.at, `${verb}: ${event.message}${took}`);
+  }
+
+  note(text: string): void {
+    this.line(Date.now(), text);
   }
 
   async run<T>(title: string, work: () => Promise<T>): Promise<T> {
@@ -78,6 +85,10 @@ export class TerminalProgress implements Progress {
 
   onEvent(event: EventRecord): void {
     if (event.action !== undefined && event.action !== 'CreateMachine' && event.outcome === 'Succeeded') this.lastEvent = `last change: ${event.message}`;
+  }
+
+  note(text: string): void {
+    if (this.task) this.task.output = text;
   }
 
   async run<T>(title: string, work: () => Promise<T>): Promise<T> {

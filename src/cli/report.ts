@@ -117,7 +117,7 @@ export interface TimelineMachine {
 export type TimelineEvent = Pick<EventRecord, 'at' | 'action' | 'machine' | 'message'> & Partial<Pick<EventRecord, 'endedAt' | 'outcome'>>;
 
 function toMarker(event: TimelineEvent): Marker {
-  return { action: event.action ?? '', at: event.at, endedAt: event.endedAt ?? event.at, succeeded: event.outcome !== 'Failed', machine: event.machine, message: event.message };
+  return { action: event.action ?? '', at: event.at, endedAt: event.endedAt ?? event.at, succeeded: event.outcome === 'Succeeded', machine: event.machine, message: event.message };
 }
 
 /**
@@ -158,7 +158,7 @@ function segmentsOfRecord(machine: TimelineMachine, end: number, admittedAt: num
  * and the gate cannot be told apart any more, so they share one neutral bar.
  */
 function segmentsOfRemoved(events: TimelineEvent[]): Segment[] {
-  const done = events.filter((e) => e.outcome !== 'Failed').sort((a, b) => a.at - b.at);
+  const done = events.filter((e) => e.outcome === 'Succeeded').sort((a, b) => a.at - b.at);
   const first = (action: string): TimelineEvent | undefined => done.find((e) => e.action === action);
   const endOf = (e: TimelineEvent): number => e.endedAt ?? e.at;
   const created = first('CreateMachine') ?? done[0];
@@ -198,7 +198,7 @@ export function buildTimeline(machines: TimelineMachine[], events: TimelineEvent
   const end = options.end ?? latest + Math.max(1000, active * 0.04);
   const markersOf = (name: string): Marker[] => membershipEvents.filter((e) => e.machine === name).map(toMarker);
   const admittedAt = (name: string): number | undefined =>
-    membershipEvents.find((e) => e.machine === name && e.outcome !== 'Failed' && (e.action === 'InitCluster' || e.action === 'AddLearner'))?.at;
+    membershipEvents.find((e) => e.machine === name && e.outcome === 'Succeeded' && (e.action === 'InitCluster' || e.action === 'AddLearner'))?.at;
   const rows: Row[] = machines.map((m) => ({ name: m.name, removed: false, segments: segmentsOfRecord(m, end, admittedAt(m.name)), markers: markersOf(m.name) }));
   const onRecord = new Set(machines.map((m) => m.name));
   const removedNames = [...new Set(events.flatMap((e) => (e.machine !== undefined && !onRecord.has(e.machine) ? [e.machine] : [])))];
@@ -555,8 +555,8 @@ ${bench ? comparisonHtml(bench) : ''}
 `;
 }
 
-export function reportCommand(ctx: CliContext, name: string, flags: { out?: string }): number {
-  const cp = ctx.store.getControlPlane(name);
+export async function reportCommand(ctx: CliContext, name: string, flags: { out?: string }): Promise<number> {
+  const cp = await ctx.store.getControlPlane(name);
   if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
   let out: string;
   if (flags.out === undefined) {
@@ -567,7 +567,7 @@ export function reportCommand(ctx: CliContext, name: string, flags: { out?: stri
     if (existsSync(out) && statSync(out).isDirectory()) throw new InvalidInputError([`--out: ${flags.out} is a folder; give a file name such as ${name}.html`]);
     if (!existsSync(dirname(out))) throw new InvalidInputError([`--out: folder ${dirname(out)} does not exist`]);
   }
-  const html = renderReport({ controlPlane: cp, machines: ctx.store.listMachines(name), events: ctx.store.listEvents(name), bench: loadBenchResult(ctx.stateDir), generatedAt: Date.now() });
+  const html = renderReport({ controlPlane: cp, machines: await ctx.store.listMachines(name), events: await ctx.store.listEvents(name), bench: loadBenchResult(ctx.stateDir), generatedAt: Date.now() });
   writeFileSync(out, html);
   process.stdout.write(`${out}\n`);
   return EXIT.converged;

@@ -50,10 +50,12 @@ export interface RemediationRecord {
 export interface ControlPlaneRecord {
   name: string;
   manifest: ControlPlane;
+  /** Incremented by every apply that changes the spec; commands wait for their own generation. */
+  generation: number;
   createdAt: number;
   /** etcd --initial-cluster-token for this cluster. */
   clusterToken: string;
-  /** Next machine ordinal; never reused, so peer URLs are never reused. */
+  /** One above the highest machine ordinal ever used: the store never lowers it. */
   nextOrdinal: number;
   /** Set before the init member starts: a cluster is initialised at most once in its life. */
   initMachine?: string;
@@ -61,6 +63,19 @@ export interface ControlPlaneRecord {
   lastRemediation?: RemediationRecord;
   /** Last reported conditions, kept so lastTransitionTime only moves when a status changes. */
   conditions?: StoredCondition[];
+  /** The generation the last reconcile pass acted on, and how that pass ended. */
+  observedGeneration?: number;
+  lastPass?: PassSummary;
+}
+
+/** What the lease holder's latest pass found: what waiting commands show and judge. */
+export interface PassSummary {
+  generation: number;
+  at: number;
+  converged: boolean;
+  blocked: boolean;
+  /** The planner's waits, one line each, for progress shown by commands that wait. */
+  waits: string[];
 }
 
 export interface StoredCondition {
@@ -83,5 +98,8 @@ export interface EventRecord {
   /** For membership changes and machine actions: the action kind and when it ended. */
   action?: string;
   endedAt?: number;
-  outcome?: 'Succeeded' | 'Failed';
+  /** Refused: etcd or a safety check said no (retried on a later pass); Failed: anything else. */
+  outcome?: 'Succeeded' | 'Refused' | 'Failed';
+  /** Position in the cluster's event log, set by the store on read. */
+  seq?: number;
 }

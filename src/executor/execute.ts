@@ -22,14 +22,17 @@ import { peerURLOf } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MemberLaunch } from '../ports/infra-provider.ts';
-import type { StateStore } from '../ports/state-store.ts';
+import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/state-store.ts';
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
+import type { FencedWriter } from './fenced-writer.ts';
 
 export interface ExecutorDeps {
   cluster: string;
   etcd: EtcdAdmin;
   provider: InfraProvider;
+  /** Reads; every write goes through `writer`, fenced by the cluster's lease. */
   store: StateStore;
+  writer: FencedWriter;
   clock: Clock;
   failpoint: FailpointHook;
   /** Every recorded event is also passed here (progress display, logs). */
@@ -42,21 +45,21 @@ export interface ExecutionReport {
   machineErrors: { action: MachineAction; error: string }[];
 }
 
-function controlPlane(deps: ExecutorDeps): ControlPlaneRecord {
-  const record = deps.store.getControlPlane(deps.cluster);
+async function controlPlane(deps: ExecutorDeps): Promise<ControlPlaneRecord> {
+  const record = await deps.store.getControlPlane(deps.cluster);
   if (!record) throw new Error(`control plane ${deps.cluster} has no record`);
   return record;
 }
 
-function machineRecord(deps: ExecutorDeps, name: string): MachineRecord {
-  const record = deps.store.getMachine(deps.cluster, name);
+async function machineRecord(deps: ExecutorDeps, name: string): Promise<MachineRecord> {
+  const record = await deps.store.getMachine(deps.cluster, name);
   if (!record) throw new Error(`machine ${name} has no record`);
   return record;
 }
 
-function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): void {
+async function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): Promise<void> {
   const full: EventRecord = { cluster: deps.cluster, ...event };
-  deps.store.appendEvent(full);
+  await deps.writer.commit({ kind: 'AppendEvent', event: full });
   deps.notify?.(full);
 }
 
@@ -108,45 +111,47 @@ function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluste
 }
 
 async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise<void> {
-  const cp = controlPlane(deps);
+  const cp = await controlPlane(deps);
   const now = deps.clock.now();
-  deps.store.transaction(() => {
-    if (!deps.store.getMachine(deps.cluster, action.machine)) {
-      const record: MachineRecord = {
-        cluster: deps.cluster,
-        name: action.machine,
-        ordinal: action.ordinal,
-        version: cp.manifest.spec.version,
-        templateHash: machineTemplateHash(cp.manifest),
-        createdAt: now,
-        phase: 'Pending',
-        phaseTimes: { Pending: now },
-      };
-      if (action.failureDomain !== undefined) record.failureDomain = action.failureDomain;
-      deps.store.putMachine(record);
-    }
-    const latest = controlPlane(deps);
-    deps.store.putControlPlane({ ...latest, nextOrdinal: Math.max(latest.nextOrdinal, action.ordinal + 1) });
-  });
+  const record: MachineRecord = {
+    cluster: deps.cluster,
+    name: action.machine,
+    ordinal: action.ordinal,
+    version: cp.manifest.spec.version,
+    templateHash: machineTemplateHash(cp.manifest),
+    createdAt: now,
+    phase: 'Pending',
+    phaseTimes: { Pending: now },
+  };
+  if (action.failureDomain !== undefined) record.failureDomain = action.failureDomain;
+  await deps.writer.commit({ kind: 'CreateMachine', record }, { kind: 'ReserveOrdinal', ordinal: action.ordinal });
   deps.failpoint('after-create-record');
+  await deps.writer.verify();
   const request = { cluster: deps.cluster, name: action.machine, ordinal: action.ordinal, ...(action.failureDomain !== undefined ? { failureDomain: action.failureDomain } : {}) };
   const infra = await deps.provider.create(request);
-  const record = machineRecord(deps, action.machine);
+  deps.failpoint('after-provider-create');
+  const latest = await machineRecord(deps, action.machine);
   const at = deps.clock.now();
-  deps.store.putMachine({
-    ...record,
-    address: infra.address,
-    clientURL: infra.clientURL,
-    peerURL: infra.peerURL,
-    phase: 'Provisioning',
-    phaseTimes: { ...record.phaseTimes, Provisioning: record.phaseTimes.Provisioning ?? at },
+  await deps.writer.commit({
+    kind: 'PatchMachine',
+    name: action.machine,
+    set: {
+      address: infra.address,
+      clientURL: infra.clientURL,
+      peerURL: infra.peerURL,
+      phase: 'Provisioning',
+      phaseTimes: { ...latest.phaseTimes, Provisioning: latest.phaseTimes.Provisioning ?? at },
+    },
   });
 }
 
+/** Each call moves the teardown on (stop, then wipe when due); the record goes once the machine is gone. */
 async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
   deps.failpoint('before-delete-machine');
+  await deps.writer.verify();
   await deps.provider.delete(deps.cluster, name);
-  if ((await deps.provider.describe(deps.cluster, name)) === undefined) deps.store.deleteMachine(deps.cluster, name);
+  deps.failpoint('after-provider-delete');
+  if ((await deps.provider.describe(deps.cluster, name)) === undefined) await deps.writer.commit({ kind: 'DeleteMachine', name });
 }
 
 async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Promise<void> {
@@ -157,71 +162,75 @@ async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Prom
     case 'DeleteMachine':
       return deleteMachine(deps, action.machine);
     case 'MarkMachineFailed': {
-      deps.store.transaction(() => {
-        const record = machineRecord(deps, action.machine);
-        deps.store.putMachine({ ...record, failed: { reason: action.reason, message: action.message, at: now } });
-        const cp = controlPlane(deps);
-        const last = cp.lastRemediation;
-        // Failures within minHealthyPeriod of the last remediation are retries of one sequence (KCP).
-        const retry = last !== undefined && now - last.at < (parseDuration(cp.manifest.spec.remediation.minHealthyPeriod) ?? 0);
-        deps.store.putControlPlane({ ...cp, lastRemediation: { machine: action.machine, at: now, retryCount: retry ? last.retryCount + 1 : 0 } });
-      });
+      const cp = await controlPlane(deps);
+      const last = cp.lastRemediation;
+      // Failures within minHealthyPeriod of the last remediation are retries of one sequence (KCP).
+      const retry = last !== undefined && now - last.at < (parseDuration(cp.manifest.spec.remediation.minHealthyPeriod) ?? 0);
+      await deps.writer.commit(
+        { kind: 'PatchMachine', name: action.machine, set: { failed: { reason: action.reason, message: action.message, at: now } } },
+        { kind: 'PatchControlPlane', patch: { lastRemediation: { machine: action.machine, at: now, retryCount: retry ? last.retryCount + 1 : 0 } } },
+      );
       return;
     }
-    case 'RequestMachineDeletion': {
-      const record = machineRecord(deps, action.machine);
-      deps.store.putMachine({ ...record, deleteRequested: { reason: action.reason, at: now } });
+    case 'RequestMachineDeletion':
+      await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { deleteRequested: { reason: action.reason, at: now } } });
       return;
-    }
     case 'RestartMember': {
-      const record = machineRecord(deps, action.machine);
+      const record = await machineRecord(deps, action.machine);
       if (record.peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
+      await deps.writer.verify();
       // On a data dir etcd ignores --initial-cluster, and without quorum the member list may be unreadable.
-      await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
+      await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
       return;
     }
   }
 }
 
-async function initCluster(deps: ExecutorDeps, observed: Observed, name: string): Promise<void> {
-  const cp = controlPlane(deps);
-  // Recorded before the member starts: even a crash right after can never lead to a second init.
-  deps.store.putControlPlane({ ...cp, initMachine: name });
-  deps.failpoint('after-init-record');
-  const record = machineRecord(deps, name);
-  deps.store.putMachine({ ...record, role: 'init' });
+function peerURLFor(observed: Observed, name: string): string {
   const machine = observed.machines.find((m) => m.record.name === name);
   const peerURL = machine ? peerURLOf(machine) : undefined;
   if (peerURL === undefined) throw new Error(`machine ${name} has no peer URL`);
-  await deps.provider.startMember(deps.cluster, name, launchFor(cp, record, `${name}=${peerURL}`, 'new'));
+  return peerURL;
+}
+
+async function initCluster(deps: ExecutorDeps, observed: Observed, name: string): Promise<void> {
+  const peerURL = peerURLFor(observed, name);
+  // Recorded before the member starts: even a crash right after can never lead to a second init
+  // (and the store refuses to name another init machine).
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { initMachine: name } }, { kind: 'PatchMachine', name, set: { role: 'init' } });
+  deps.failpoint('after-init-record');
+  await deps.writer.verify();
+  await deps.provider.startMember(deps.cluster, name, launchFor(await controlPlane(deps), await machineRecord(deps, name), `${name}=${peerURL}`, 'new'));
+  deps.failpoint('after-init-start');
 }
 
 async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<void> {
-  const machine = observed.machines.find((m) => m.record.name === action.machine);
-  const peerURL = machine ? peerURLOf(machine) : undefined;
-  if (peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
+  const peerURL = peerURLFor(observed, action.machine);
+  await deps.writer.verify();
   const { member, members } = await deps.etcd.addLearner(voterEndpoints(observed), peerURL);
-  const record = machineRecord(deps, action.machine);
-  deps.store.putMachine({ ...record, memberId: member.id, role: 'join' });
+  deps.failpoint('after-add-learner-call');
+  await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { memberId: member.id, role: 'join' } });
   deps.failpoint('after-add-learner');
   deps.failpoint('before-start-member');
-  await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
+  await deps.writer.verify();
+  const record = await machineRecord(deps, action.machine);
+  await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
   deps.failpoint('after-start-member');
 }
 
 async function startMember(deps: ExecutorDeps, observed: Observed, action: StartMember): Promise<void> {
-  const record = machineRecord(deps, action.machine);
-  const machine = observed.machines.find((m) => m.record.name === action.machine);
-  const peerURL = machine ? peerURLOf(machine) : undefined;
-  if (peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
+  const record = await machineRecord(deps, action.machine);
+  const peerURL = peerURLFor(observed, action.machine);
   const initialCluster =
     action.initialClusterState === 'new' ? `${action.machine}=${peerURL}` : initialClusterFor(observed, await deps.etcd.memberList(voterEndpoints(observed)));
   deps.failpoint('before-start-member');
-  await deps.provider.startMember(deps.cluster, action.machine, launchFor(controlPlane(deps), record, initialCluster, action.initialClusterState));
+  await deps.writer.verify();
+  await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, initialCluster, action.initialClusterState));
 }
 
 async function promoteLearner(deps: ExecutorDeps, observed: Observed, action: PromoteLearner): Promise<void> {
   const endpoints = voterEndpoints(observed);
+  await deps.writer.verify();
   try {
     await deps.etcd.promoteLearner(endpoints, action.memberId);
   } catch (error) {
@@ -237,6 +246,7 @@ async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLe
   const leader = observed.members.ok ? observed.members.list.find((m) => m.id === action.fromMemberId) : undefined;
   const endpoint = leader?.clientURLs[0];
   if (endpoint === undefined) throw new Error(`leader ${action.fromMemberId} has no client URL`);
+  await deps.writer.verify();
   await deps.etcd.moveLeader(endpoint, action.toMemberId);
   deps.failpoint('after-move-leader');
 }
@@ -244,6 +254,7 @@ async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLe
 async function removeMember(deps: ExecutorDeps, observed: Observed, action: RemoveMember): Promise<void> {
   // Never through the member being removed: it may answer "server stopped" after succeeding.
   const endpoints = voterEndpoints(observed, action.memberId);
+  await deps.writer.verify();
   try {
     await deps.etcd.removeMember(endpoints, action.memberId);
   } catch (error) {
@@ -273,19 +284,28 @@ async function runMembershipAction(deps: ExecutorDeps, observed: Observed, actio
 }
 
 
+/** Errors that end the run instead of being reported and retried on the next pass. */
+function endsTheRun(error: unknown): boolean {
+  return error instanceof FailpointCrash || error instanceof InvalidInputError || error instanceof FencedOutError || error instanceof StoreRefusedError;
+}
+
+/** etcd answers that say "not now": the planner waits and tries again; everything else failed. */
+const REFUSALS: ReadonlySet<string> = new Set(['NotInSync', 'TooManyLearners', 'UnhealthyCluster', 'NotEnoughStartedMembers', 'PeerURLExists', 'BadLeaderTransferee', 'LearnerRpc']);
+
 async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<void>): Promise<string | undefined> {
   const at = deps.clock.now();
   const target = machineOf(action);
   const machine = target === undefined ? {} : { machine: target };
   try {
     await run();
-    emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})`, ...machine });
+    await emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})`, ...machine });
     return undefined;
   } catch (error) {
-    // A simulated crash, or input the user must fix (a taken address): stop the run, don't retry.
-    if (error instanceof FailpointCrash || error instanceof InvalidInputError) throw error;
+    // A simulated crash, a lost lease, or input the user must fix (a taken address): stop the run.
+    if (endsTheRun(error)) throw error;
     const message = error instanceof Error ? error.message : String(error);
-    emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome: 'Failed', message: `${describeAction(action)} failed: ${message}`, ...machine });
+    const outcome = error instanceof EtcdAdminError && REFUSALS.has(error.kind) ? 'Refused' : 'Failed';
+    await emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome, message: `${describeAction(action)} failed: ${message}`, ...machine });
     return message;
   }
 }
@@ -293,6 +313,8 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<void
 /**
  * Runs one decision: machine actions in parallel, the single membership action alongside them. No
  * retry here: a failure is reported and the next pass re-observes before anything is tried again.
+ * Every action is awaited to its end, whatever fails first, so nothing started is left unobserved
+ * (a membership call still running while the caller tears down or exits).
  */
 export async function execute(deps: ExecutorDeps, observed: Observed, decision: Decision): Promise<ExecutionReport> {
   const report: ExecutionReport = { machineErrors: [] };
@@ -317,6 +339,8 @@ export async function execute(deps: ExecutorDeps, observed: Observed, decision: 
     if (caught instanceof EtcdAdminError) attempt.errorKind = caught.kind;
     report.membershipAttempt = attempt;
   })();
-  await Promise.all([...machineRuns, membershipRun]);
+  const settled = await Promise.allSettled([...machineRuns, membershipRun]);
+  const crash = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (crash) throw crash.reason;
   return report;
 }

@@ -1,25 +1,100 @@
+import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
+import type { ControlPlanePatch } from '../domain/record-writes.ts';
 
-/** Durable records. Synchronous: both implementations (SQLite, memory) are local and fast. */
+export { StoreRefusedError, type ControlPlanePatch } from '../domain/record-writes.ts';
+
+/**
+ * Durable records, shared by every fastplane process (and, with a networked store, every host).
+ *
+ * Who may write what:
+ * - Anyone may store a new spec (`applySpec`): intent is never refused; it bumps the generation.
+ * - Everything else is written only by the holder of the cluster's lease, in `commit` batches that
+ *   the store applies only if the writer's token is still the cluster's lease, checked in the same
+ *   transaction (fencing). A writer that lost its lease gets `FencedOutError` and writes nothing.
+ * - Control-plane fields are patched field by field, never rewritten whole; the store refuses to
+ *   change `initMachine` once set or to lower `nextOrdinal` (`StoreRefusedError`).
+ */
 export interface StateStore {
-  getControlPlane(name: string): ControlPlaneRecord | undefined;
-  listControlPlanes(): ControlPlaneRecord[];
-  putControlPlane(record: ControlPlaneRecord): void;
-  /** Removes the control plane with its machines and events. */
-  deleteControlPlane(name: string): void;
-  listMachines(cluster: string): MachineRecord[];
-  getMachine(cluster: string, name: string): MachineRecord | undefined;
-  putMachine(record: MachineRecord): void;
-  deleteMachine(cluster: string, name: string): void;
-  appendEvent(event: EventRecord): void;
-  listEvents(cluster: string): EventRecord[];
-  /** Runs fn in one transaction (all writes or none). */
-  transaction<T>(fn: () => T): T;
+  getControlPlane(name: string): Promise<ControlPlaneRecord | undefined>;
+  listControlPlanes(): Promise<ControlPlaneRecord[]>;
+  listMachines(cluster: string): Promise<MachineRecord[]>;
+  getMachine(cluster: string, name: string): Promise<MachineRecord | undefined>;
+  /** The cluster's events in order, each with its `seq`; only those after `afterSeq` when given. */
+  listEvents(cluster: string, afterSeq?: number): Promise<EventRecord[]>;
+
+  /** Stores the desired state: creates the record (generation 1) or, when the spec differs, bumps the generation. */
+  applySpec(manifest: ControlPlane, now: number): Promise<AppliedSpec>;
+  /** Applies the writes atomically, only while `lease` is the cluster's lease. */
+  commit(lease: WriterLease, writes: readonly StoreWrite[]): Promise<void>;
+  /** Removes the control plane with its machines, events and lease, under the caller's lease. */
+  deleteControlPlane(lease: WriterLease): Promise<void>;
+
   /**
-   * The per-cluster controller lease: one fastplane process reconciles a cluster at a time, which makes
-   * the membership gate hold across processes. A lease whose holder process is gone is taken over.
+   * Takes the cluster's lease when it is free, expired (not renewed within its TTL), or held by a
+   * process of this host that no longer runs, or always with `force` (the old holder is then fenced
+   * out). True when `holder.token` now holds it.
    */
-  acquireLease(cluster: string, holder: { pid: number; token: string }): boolean;
-  releaseLease(cluster: string, token: string): void;
-  close(): void;
+  acquireLease(cluster: string, holder: LeaseHolder, now: number, options?: { force?: boolean }): Promise<boolean>;
+  /** Renews the caller's lease; undefined when it is no longer the caller's. */
+  renewLease(cluster: string, token: string, now: number): Promise<LeaseRecord | undefined>;
+  releaseLease(cluster: string, token: string): Promise<void>;
+  getLease(cluster: string): Promise<LeaseRecord | undefined>;
+  /** Asks the holder to stop (`fastplane down`); it sees the request when it next renews. */
+  requestStop(cluster: string, token: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface AppliedSpec {
+  record: ControlPlaneRecord;
+  created: boolean;
+  /** False when the stored spec was already this one (the generation did not move). */
+  changed: boolean;
+}
+
+export interface WriterLease {
+  cluster: string;
+  token: string;
+}
+
+export interface LeaseHolder {
+  token: string;
+  /** Who holds it, for messages: host name and PID, or a controller's --id. */
+  holder: string;
+  host: string;
+  pid: number;
+  ttlMs: number;
+}
+
+export interface LeaseRecord extends LeaseHolder {
+  cluster: string;
+  acquiredAt: number;
+  renewedAt: number;
+  stopRequested: boolean;
+}
+
+export type StoreWrite =
+  /** Creates the machine record unless one of that name exists (an idempotent retry). */
+  | { kind: 'CreateMachine'; record: MachineRecord }
+  | { kind: 'PatchMachine'; name: string; set: Partial<MachineRecord>; unset?: readonly (keyof MachineRecord)[] }
+  | { kind: 'DeleteMachine'; name: string }
+  | { kind: 'PatchControlPlane'; patch: ControlPlanePatch }
+  /** Raises nextOrdinal above a machine's ordinal (concurrent creations never lower it). */
+  | { kind: 'ReserveOrdinal'; ordinal: number }
+  | { kind: 'AppendEvent'; event: EventRecord };
+
+/** The writer's lease is gone (expired and taken over, or deleted): it must stop acting. */
+export class FencedOutError extends Error {
+  override readonly name = 'FencedOutError';
+  constructor(readonly cluster: string) {
+    super(`this process no longer holds the lease of control plane ${cluster}; another fastplane process took over`);
+  }
+}
+
+/**
+ * Whether another writer may take a lease at `now`: not renewed within its own TTL (whatever PID it
+ * names: PIDs are reused), or held by a process of this host that has exited (no need to wait out the TTL).
+ */
+export function leaseIsFree(lease: LeaseRecord, now: number, thisHost: string, isAlive: (pid: number) => boolean): boolean {
+  return now - lease.renewedAt > lease.ttlMs || (lease.host === thisHost && !isAlive(lease.pid));
 }

@@ -52,11 +52,14 @@ async function readMembers(etcd: EtcdAdmin, machines: ObservedMachine[], cp: Con
   }
 }
 
-/** One snapshot of records, provider state and etcd. Failed reads become data, never exceptions. */
+/**
+ * One snapshot of records, provider state and etcd. Failed reads become data, never exceptions. Reads
+ * only: status runs it beside a reconcile.
+ */
 export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMembershipAttempt): Promise<Observed> {
-  const cp = deps.store.getControlPlane(deps.cluster);
+  const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
-  const records = deps.store.listMachines(deps.cluster);
+  const records = await deps.store.listMachines(deps.cluster);
   const machines: ObservedMachine[] = await Promise.all(
     records.map(async (record) => {
       const infra = await deps.provider.describe(deps.cluster, record.name);

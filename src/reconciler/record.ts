@@ -1,27 +1,34 @@
 import type { MachineRecord } from '../domain/machine.ts';
 import type { Decision } from '../planner/types.ts';
 import type { ClusterView } from '../planner/view.ts';
-import type { StateStore } from '../ports/state-store.ts';
+import type { StoreWrite } from '../ports/state-store.ts';
 
 /**
- * Writes what this observation taught: phase transitions with their times (the timeline), member IDs,
- * addresses, how long a voter has been unhealthy and when a learner last made progress. Pure
- * bookkeeping; decisions stay in the planner.
+ * What this observation taught, as writes: phase transitions with their times (the timeline), member
+ * IDs, addresses, how long a voter has been unhealthy and when a learner last made progress. Pure
+ * bookkeeping; decisions stay in the planner. Each machine's changes are a field patch, so they never
+ * undo what an action wrote to another field meanwhile.
  */
-export function recordObservation(store: StateStore, cluster: string, view: ClusterView, decision: Decision): MachineRecord[] {
+export function observationWrites(view: ClusterView, decision: Decision, initializedAt: number | undefined): { writes: StoreWrite[]; changed: MachineRecord[] } {
   const { observed, now } = view;
   const changed: MachineRecord[] = [];
-  store.transaction(() => {
+  const writes: StoreWrite[] = [];
+  {
     for (const machine of observed.machines) {
       const before = machine.record;
       const next: MachineRecord = { ...before };
       // Compared field by field: this runs on every pass, and most passes change nothing.
-      const edits = { count: 0 };
+      const patch: Partial<MachineRecord> = {};
+      const unset: (keyof MachineRecord)[] = [];
       const set = <K extends keyof MachineRecord>(key: K, value: MachineRecord[K] | undefined): void => {
         if (next[key] === value) return;
-        edits.count++;
-        if (value === undefined) Reflect.deleteProperty(next, key);
-        else next[key] = value;
+        if (value === undefined) {
+          Reflect.deleteProperty(next, key);
+          unset.push(key);
+        } else {
+          next[key] = value;
+          patch[key] = value;
+        }
       };
       const phase = decision.phases[before.name] ?? before.phase;
       if (phase !== before.phase) {
@@ -46,14 +53,13 @@ export function recordObservation(store: StateStore, cluster: string, view: Clus
       } else if (view.membersKnown) {
         set('unhealthySince', undefined);
       }
-      if (edits.count > 0) {
-        store.putMachine(next);
+      if (Object.keys(patch).length > 0 || unset.length > 0) {
+        writes.push({ kind: 'PatchMachine', name: before.name, set: patch, unset });
         changed.push(next);
       }
     }
-    const cp = store.getControlPlane(cluster);
-    if (cp && cp.initializedAt === undefined && view.voters.length > 0) store.putControlPlane({ ...cp, initializedAt: now });
-  });
-  return changed;
+    if (initializedAt === undefined && view.voters.length > 0) writes.push({ kind: 'PatchControlPlane', patch: { initializedAt: now } });
+  }
+  return { writes, changed };
 }
 

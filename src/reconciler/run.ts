@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { MachineRecord } from '../domain/machine.ts';
 import { execute, type ExecutorDeps } from '../executor/execute.ts';
 import { planFromView, REQUEUE } from '../planner/plan.ts';
@@ -6,16 +5,31 @@ import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
 import { observe } from './observe.ts';
-import { recordObservation } from './record.ts';
-import { recordConditions } from './status.ts';
+import { observationWrites } from './record.ts';
+import { nextConditions } from './status.ts';
 
-export type RunOutcome = 'Converged' | 'Blocked' | 'DeadlineExceeded';
+/**
+ * Converged, Blocked and DeadlineExceeded judge the cluster; Superseded: a newer spec was stored
+ * while this run worked; Stopped: another command asked the lease holder to stop (`down`); LeaseLost:
+ * another process took the lease over, so this one stopped writing and acting.
+ */
+export type RunOutcome = 'Converged' | 'Blocked' | 'DeadlineExceeded' | 'Superseded' | 'Stopped' | 'LeaseLost';
 
 export interface RunResult {
   outcome: RunOutcome;
   observed: Observed;
   decision: Decision;
   passes: number;
+  /** The generation the last pass acted on. */
+  generation: number;
+}
+
+export interface PassReport {
+  observed: Observed;
+  decision: Decision;
+  changed: MachineRecord[];
+  now: number;
+  generation: number;
 }
 
 export interface RunOptions {
@@ -24,13 +38,11 @@ export interface RunOptions {
   /** A safety gate that stays closed this long ends the run as Blocked. */
   blockedGraceMs?: number;
   /** Called after every plan, before its actions run (progress, invariant checks in tests). */
-  onPass?: (pass: { observed: Observed; decision: Decision; changed: MachineRecord[]; now: number }) => void;
-  /** Skip the per-cluster lease (the simulator drives one controller). */
-  withoutLease?: boolean;
-}
-
-export class LeaseHeldError extends Error {
-  override readonly name = 'LeaseHeldError';
+  onPass?: (pass: PassReport) => void;
+  /** The generation this run was started for: a newer one stored meanwhile ends it as Superseded. */
+  generation?: number;
+  /** Checked between passes: true ends the run as Stopped (the lease holder was asked to stop). */
+  stopRequested?: () => boolean;
 }
 
 /** One pass: observe, plan, record, execute. Returns the decision and what the execution reported. */
@@ -38,48 +50,55 @@ export async function reconcileOnce(
   deps: ExecutorDeps,
   last: LastMembershipAttempt | undefined,
   onPass?: RunOptions['onPass'],
-): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean }> {
-  const cp = deps.store.getControlPlane(deps.cluster);
+): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number }> {
+  const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const spec = toPlannerSpec(cp.manifest);
   const observed = await observe(deps, last);
   const now = deps.clock.now();
   const view = buildView(spec, observed, now);
   const decision = planFromView(view);
-  const changed = recordObservation(deps.store, deps.cluster, view, decision);
-  recordConditions(deps.store, deps.cluster, decision.conditions, now);
-  onPass?.({ observed, decision, changed, now });
+  const { writes, changed } = observationWrites(view, decision, cp.initializedAt);
+  const waits = decision.waits.map((w) => `${w.code}: ${w.message}`);
+  await deps.writer.commit(...writes, {
+    kind: 'PatchControlPlane',
+    patch: {
+      conditions: nextConditions(cp.conditions, decision.conditions, now),
+      observedGeneration: cp.generation,
+      lastPass: { generation: cp.generation, at: now, converged: decision.converged, blocked: decision.blocked !== undefined, waits },
+    },
+  });
+  onPass?.({ observed, decision, changed, now, generation: cp.generation });
   const report = await execute(deps, observed, decision);
   // A refusal is remembered for the next plan only; success clears it.
   const attempt = report.membershipAttempt ?? (decision.membershipAction ? undefined : last);
-  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0 };
+  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0, generation: cp.generation };
 }
 
-/** Level-triggered loop until converged, blocked for longer than the grace, or the deadline. */
+/**
+ * Level-triggered loop until converged, blocked for longer than the grace, the deadline, a newer
+ * generation, or a stop request. The caller holds the cluster's lease (deps.writer is fenced by it).
+ */
 export async function runUntilSettled(deps: ExecutorDeps, options: RunOptions): Promise<RunResult> {
-  const token = randomUUID();
-  if (!options.withoutLease && !deps.store.acquireLease(deps.cluster, { pid: process.pid, token })) {
-    throw new LeaseHeldError(`another fastplane process is reconciling ${deps.cluster}; wait for it or stop it`);
-  }
-  try {
-    let attempt: LastMembershipAttempt | undefined;
-    let blockedSince: number | undefined;
-    let passes = 0;
-    for (;;) {
-      const result = await reconcileOnce(deps, attempt, options.onPass);
-      passes++;
-      attempt = result.attempt;
-      const { decision, observed } = result;
-      const now = deps.clock.now();
-      if (decision.converged) return { outcome: 'Converged', observed, decision, passes };
-      blockedSince = decision.blocked ? (blockedSince ?? now) : undefined;
-      if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return { outcome: 'Blocked', observed, decision, passes };
-      if (now >= options.deadline) return { outcome: decision.blocked ? 'Blocked' : 'DeadlineExceeded', observed, decision, passes };
-      // After a failed action, back off before re-observing instead of hammering etcd or the provider.
-      const pause = result.failed ? Math.max(decision.requeueAfterMs, REQUEUE.retry) : decision.requeueAfterMs;
-      await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));
-    }
-  } finally {
-    if (!options.withoutLease) deps.store.releaseLease(deps.cluster, token);
+  let attempt: LastMembershipAttempt | undefined;
+  let blockedSince: number | undefined;
+  let passes = 0;
+  for (;;) {
+    const result = await reconcileOnce(deps, attempt, options.onPass);
+    passes++;
+    attempt = result.attempt;
+    const { decision, observed, generation } = result;
+    const settled = (outcome: RunOutcome): RunResult => ({ outcome, observed, decision, passes, generation });
+    const now = deps.clock.now();
+    if (deps.writer.lost) return settled('LeaseLost');
+    if (options.generation !== undefined && generation > options.generation) return settled('Superseded');
+    if (decision.converged) return settled('Converged');
+    if (options.stopRequested?.() === true) return settled('Stopped');
+    blockedSince = decision.blocked ? (blockedSince ?? now) : undefined;
+    if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return settled('Blocked');
+    if (now >= options.deadline) return settled(decision.blocked ? 'Blocked' : 'DeadlineExceeded');
+    // After a failed action, back off before re-observing instead of hammering etcd or the provider.
+    const pause = result.failed ? Math.max(decision.requeueAfterMs, REQUEUE.retry) : decision.requeueAfterMs;
+    await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));
   }
 }

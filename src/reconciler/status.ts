@@ -2,13 +2,17 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, MachineRecord, StoredCondition } from '../domain/machine.ts';
 import type { Condition, Decision, Observed } from '../planner/types.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
-import type { StateStore } from '../ports/state-store.ts';
 
 /** The `status -o json` contract (DESIGN.md "CLI contract"). Times are ISO-8601, member IDs decimal strings. */
 export interface ControlPlaneStatusDocument {
   name: string;
+  metadata: { name: string; generation: number };
   spec: ControlPlane['spec'];
   status: {
+    /** The generation the lease holder's last pass acted on (null before the first pass). */
+    observedGeneration: number | null;
+    /** The process holding the cluster's lease now, if any (host:pid). */
+    reconciler: string | null;
     phase: string;
     replicas: number;
     readyReplicas: number;
@@ -38,17 +42,13 @@ export interface ControlPlaneStatusDocument {
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
-/** Keeps lastTransitionTime when a condition's status did not change; stores the result. */
-export function recordConditions(store: StateStore, cluster: string, conditions: Condition[], now: number): StoredCondition[] {
-  const cp = store.getControlPlane(cluster);
-  if (!cp) return [];
-  const previous = new Map((cp.conditions ?? []).map((c) => [c.type, c]));
-  const next = conditions.map((c) => {
-    const before = previous.get(c.type);
+/** Keeps lastTransitionTime when a condition's status did not change. */
+export function nextConditions(previous: readonly StoredCondition[] | undefined, conditions: Condition[], now: number): StoredCondition[] {
+  const byType = new Map((previous ?? []).map((c) => [c.type, c]));
+  return conditions.map((c) => {
+    const before = byType.get(c.type);
     return { ...c, lastTransitionTime: before && before.status === c.status ? before.lastTransitionTime : now };
   });
-  store.putControlPlane({ ...cp, conditions: next });
-  return next;
 }
 
 function phaseOfControlPlane(decision: Decision): string {
@@ -88,6 +88,7 @@ export function buildStatus(
   decision: Decision,
   conditions: StoredCondition[],
   tls: TlsFiles | undefined,
+  reconciler: string | undefined,
 ): ControlPlaneStatusDocument {
   const members = observed.members.ok ? observed.members.list : [];
   const voters = members.filter((m) => !m.isLearner);
@@ -97,8 +98,11 @@ export function buildStatus(
   const leaderMachine = machines.find((m) => leaderMember !== undefined && m.peerURL !== undefined && leaderMember.peerURLs.includes(m.peerURL));
   return {
     name: cp.name,
+    metadata: { name: cp.name, generation: cp.generation },
     spec: cp.manifest.spec,
     status: {
+      observedGeneration: cp.observedGeneration ?? null,
+      reconciler: reconciler ?? null,
       phase: phaseOfControlPlane(decision),
       replicas: cp.manifest.spec.replicas,
       readyReplicas: healthy.length,

@@ -2,7 +2,7 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
 import { FailpointCrash, type FailpointName } from '../executor/failpoints.ts';
 import type { ExecutorDeps } from '../executor/execute.ts';
-import { applyControlPlane } from '../reconciler/apply.ts';
+import { FencedWriter } from '../executor/fenced-writer.ts';
 import { runUntilSettled, type RunOptions, type RunResult } from '../reconciler/run.ts';
 import { ModelEtcdAdmin, ModelProvider } from './model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld, type ModelTimings } from './model-world.ts';
@@ -63,8 +63,7 @@ export class Simulation {
   readonly clock = new VirtualClock(1_000_000);
   readonly random: () => number;
   readonly world: ModelWorld;
-  // A simulated controller is the only one: no lease holder is ever alive besides it.
-  readonly store = new MemoryStateStore({ isHolderAlive: () => false });
+  readonly store = new MemoryStateStore();
   readonly cluster: string;
   /** Controller crashes so far (failpoints that fired). */
   crashes = 0;
@@ -73,6 +72,8 @@ export class Simulation {
   private readonly restartDelayMs: number;
   private readonly blockedGraceMs: number;
   private readonly controllerClock: Clock;
+  /** The first spec, stored by the constructor; run() waits for it. */
+  private readonly applied: Promise<unknown>;
 
   constructor(
     readonly manifest: ControlPlane,
@@ -91,7 +92,7 @@ export class Simulation {
     this.restartDelayMs = options.restartDelayMs ?? 1000;
     this.blockedGraceMs = options.blockedGraceMs ?? 60_000;
     this.controllerClock = options.fastForward === true ? this.fastForwardClock() : this.clock;
-    applyControlPlane(this.store, manifest, this.clock.now());
+    this.applied = this.store.applySpec(manifest, this.clock.now());
   }
 
   private fastForwardClock(): Clock {
@@ -115,11 +116,13 @@ export class Simulation {
   /** Ports for one controller incarnation: they stop working once that incarnation has crashed. */
   private depsFor(incarnation: number): ExecutorDeps {
     const alive = (): boolean => this.incarnation === incarnation;
+    const store = guarded(this.store, alive);
     return {
       cluster: this.cluster,
       etcd: guarded(new ModelEtcdAdmin(this.world), alive),
       provider: guarded(new ModelProvider(this.world), alive),
-      store: guarded(this.store, alive),
+      store,
+      writer: new FencedWriter(store, { cluster: this.cluster, token: `controller-${String(incarnation)}` }),
       clock: this.controllerClock,
       failpoint: (name) => {
         if (!alive()) throw new FailpointCrash('the controller process is gone');
@@ -132,8 +135,18 @@ export class Simulation {
   }
 
   /** Stores a new desired state, as `fastplane up -f` or `scale` would. */
-  apply(manifest: ControlPlane): void {
-    applyControlPlane(this.store, manifest, this.clock.now());
+  async apply(manifest: ControlPlane): Promise<void> {
+    await this.store.applySpec(manifest, this.clock.now());
+  }
+
+  /**
+   * Each controller incarnation takes the lease: the crashed one is gone for good, so the restarted
+   * one takes it over at once, and a lease never expires on virtual time. Writes of a crashed
+   * incarnation that still land are fenced out.
+   */
+  private async takeLease(incarnation: number): Promise<void> {
+    const holder = { token: `controller-${String(incarnation)}`, holder: 'simulated controller', host: 'simulation', pid: incarnation, ttlMs: Number.MAX_SAFE_INTEGER };
+    if (!(await this.store.acquireLease(this.cluster, holder, this.clock.now(), { force: true }))) throw new Error('the simulated controller could not take the lease');
   }
 
   /**
@@ -155,10 +168,12 @@ export class Simulation {
       }
       onPass?.(pass);
     };
+    await this.applied;
     for (;;) {
       const deps = this.depsFor(this.incarnation);
       try {
-        const options: RunOptions = { deadline, withoutLease: true, blockedGraceMs: this.blockedGraceMs, onPass: watchedOnPass };
+        await this.takeLease(this.incarnation);
+        const options: RunOptions = { deadline, blockedGraceMs: this.blockedGraceMs, onPass: watchedOnPass };
         return { ...(await runUntilSettled(deps, options)), crashes };
       } catch (error) {
         if (!(error instanceof FailpointCrash)) throw error;

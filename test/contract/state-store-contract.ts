@@ -1,28 +1,22 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { hostname } from 'node:os';
 import { describe, test } from 'node:test';
-import { defaultControlPlane } from '../../src/api/control-plane.ts';
-import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../src/domain/machine.ts';
-import type { StateStore } from '../../src/ports/state-store.ts';
+import { defaultControlPlane, type ControlPlane } from '../../src/api/control-plane.ts';
+import type { EventRecord, MachineRecord } from '../../src/domain/machine.ts';
+import { FencedOutError, StoreRefusedError, type LeaseHolder, type StateStore, type WriterLease } from '../../src/ports/state-store.ts';
 
-function controlPlane(name: string, createdAt = 1_000): ControlPlaneRecord {
-  return { name, manifest: defaultControlPlane(name), createdAt, clusterToken: `${name}-token`, nextOrdinal: 1 };
-}
+const T0 = 1_000_000;
 
-function fullControlPlane(name: string): ControlPlaneRecord {
-  return {
-    ...controlPlane(name),
-    nextOrdinal: 4,
-    initMachine: `${name}-1`,
-    initializedAt: 1_500,
-    lastRemediation: { machine: `${name}-2`, at: 2_000, retryCount: 1 },
-  };
+function manifest(name: string, replicas = 3): ControlPlane {
+  const m = defaultControlPlane(name);
+  return { ...m, spec: { ...m.spec, replicas } };
 }
 
 function machine(cluster: string, ordinal: number): MachineRecord {
   return {
     cluster,
-    name: `${cluster}-${ordinal}`,
+    name: `${cluster}-${String(ordinal)}`,
     ordinal,
     version: '3.4.23',
     templateHash: 'h1',
@@ -39,7 +33,7 @@ function fullMachine(cluster: string, ordinal: number): MachineRecord {
     phase: 'Failed',
     phaseTimes: { Pending: 1_000, Provisioning: 1_010, Provisioned: 1_020, Joining: 1_030, Learner: 1_040, Failed: 1_050 },
     role: 'join',
-    memberId: '8e9e05c52164694d',
+    memberId: '10276657743932975437',
     address: '127.0.0.1',
     clientURL: 'http://127.0.0.1:2379',
     peerURL: 'http://127.0.0.1:2380',
@@ -51,27 +45,7 @@ function fullMachine(cluster: string, ordinal: number): MachineRecord {
 }
 
 function event(cluster: string, at: number, reason = 'Scaled'): EventRecord {
-  return { cluster, at, type: 'Normal', reason, message: `${reason} at ${at}` };
-}
-
-function fullEvent(cluster: string, at: number): EventRecord {
-  return {
-    ...event(cluster, at, 'MemberAdded'),
-    type: 'Warning',
-    machine: `${cluster}-2`,
-    action: 'AddLearner',
-    endedAt: at + 5,
-    outcome: 'Failed',
-  };
-}
-
-/** What is stored for the given clusters, to compare a store before and after an operation. */
-function snapshot(store: StateStore, clusters: readonly string[]) {
-  return {
-    controlPlanes: store.listControlPlanes().filter((cp) => clusters.includes(cp.name)),
-    machines: clusters.map((cluster) => store.listMachines(cluster)),
-    events: clusters.map((cluster) => store.listEvents(cluster)),
-  };
+  return { cluster, at, type: 'Normal', reason, message: `${reason} at ${String(at)}` };
 }
 
 /** A PID that no process has: a child that already exited and was reaped. */
@@ -81,242 +55,223 @@ function deadPid(): number {
   return child.pid;
 }
 
+function holder(token: string, options: Partial<LeaseHolder> = {}): LeaseHolder {
+  return { token, holder: `test:${token}`, host: hostname(), pid: process.pid, ttlMs: 10_000, ...options };
+}
+
+/** Creates the control plane and takes its lease: what a reconcile pass starts from. */
+async function leased(store: StateStore, name: string, token = `${name}-writer`): Promise<WriterLease> {
+  await store.applySpec(manifest(name), T0);
+  assert.equal(await store.acquireLease(name, holder(token), T0), true);
+  return { cluster: name, token };
+}
+
+/** What is stored for a cluster, to compare before and after an operation. */
+async function snapshot(store: StateStore, cluster: string) {
+  return { cp: await store.getControlPlane(cluster), machines: await store.listMachines(cluster), events: await store.listEvents(cluster) };
+}
+
 /** Registers the cases every StateStore implementation must pass; each case gets a fresh store. */
-export function defineStateStoreContract(label: string, make: () => { store: StateStore; cleanup(): void }): void {
-  const withStore = (body: (store: StateStore) => void) => () => {
+export function defineStateStoreContract(label: string, make: () => { store: StateStore; cleanup(): void | Promise<void> }): void {
+  const withStore = (body: (store: StateStore) => Promise<void>) => async () => {
     const fixture = make();
     try {
-      body(fixture.store);
+      await body(fixture.store);
     } finally {
-      fixture.cleanup();
+      await fixture.cleanup();
     }
   };
 
   describe(`StateStore contract: ${label}`, () => {
     test(
-      'control plane records round-trip with optional fields absent or present',
-      withStore((store) => {
-        const minimal = controlPlane('alpha');
-        const full = fullControlPlane('beta');
-        store.putControlPlane(minimal);
-        store.putControlPlane(full);
-        assert.deepEqual(store.getControlPlane('alpha'), minimal);
-        assert.deepEqual(store.getControlPlane('beta'), full);
-        assert.equal(store.getControlPlane('gamma'), undefined);
+      'applySpec creates generation 1, bumps the generation only when the spec changes, and keeps the rest',
+      withStore(async (store) => {
+        const created = await store.applySpec(manifest('alpha', 3), T0);
+        assert.equal(created.created, true);
+        assert.equal(created.record.generation, 1);
+        assert.equal(created.record.nextOrdinal, 1);
+        const same = await store.applySpec(manifest('alpha', 3), T0 + 1);
+        assert.deepEqual([same.created, same.changed, same.record.generation], [false, false, 1]);
+        const lease = await leased(store, 'alpha');
+        await store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-1', nextOrdinal: 4, observedGeneration: 1 } }]);
+        const scaled = await store.applySpec(manifest('alpha', 5), T0 + 2);
+        assert.deepEqual([scaled.changed, scaled.record.generation], [true, 2]);
+        const stored = await store.getControlPlane('alpha');
+        assert.equal(stored?.manifest.spec.replicas, 5);
+        assert.equal(stored.initMachine, 'alpha-1', 'a new spec keeps what the reconciler recorded');
+        assert.equal(stored.nextOrdinal, 4);
+        assert.equal(stored.createdAt, T0);
       }),
     );
 
     test(
-      'putControlPlane replaces; listControlPlanes orders by creation time, then name',
-      withStore((store) => {
-        store.putControlPlane(controlPlane('zeta', 1_000));
-        store.putControlPlane(controlPlane('beta', 2_000));
-        store.putControlPlane(controlPlane('alpha', 2_000));
-        const updated = { ...controlPlane('zeta', 1_000), nextOrdinal: 7 };
-        store.putControlPlane(updated);
-        assert.deepEqual(store.listControlPlanes(), [updated, controlPlane('alpha', 2_000), controlPlane('beta', 2_000)]);
+      'machine records round-trip, are patched field by field, and listed in ordinal order',
+      withStore(async (store) => {
+        const lease = await leased(store, 'alpha');
+        await store.commit(lease, [
+          { kind: 'CreateMachine', record: fullMachine('alpha', 2) },
+          { kind: 'CreateMachine', record: machine('alpha', 1) },
+        ]);
+        assert.deepEqual(await store.getMachine('alpha', 'alpha-2'), fullMachine('alpha', 2));
+        assert.deepEqual((await store.listMachines('alpha')).map((m) => m.name), ['alpha-1', 'alpha-2']);
+        // Two patches of different fields, as two actions of one pass write them: both survive.
+        await store.commit(lease, [{ kind: 'PatchMachine', name: 'alpha-1', set: { memberId: '42' } }]);
+        await store.commit(lease, [{ kind: 'PatchMachine', name: 'alpha-1', set: { phase: 'Voter' }, unset: ['failureDomain'] }]);
+        await store.commit(lease, [{ kind: 'PatchMachine', name: 'alpha-2', set: {}, unset: ['failed', 'deleteRequested'] }]);
+        const one = await store.getMachine('alpha', 'alpha-1');
+        assert.deepEqual([one?.memberId, one?.phase], ['42', 'Voter']);
+        const two = await store.getMachine('alpha', 'alpha-2');
+        assert.equal(two?.failed, undefined);
+        assert.equal(two?.deleteRequested, undefined);
+        assert.equal(two?.memberId, fullMachine('alpha', 2).memberId);
+        // CreateMachine of an existing name is an idempotent retry: the record stays as it is.
+        await store.commit(lease, [{ kind: 'CreateMachine', record: { ...machine('alpha', 1), phase: 'Pending' } }]);
+        assert.equal((await store.getMachine('alpha', 'alpha-1'))?.phase, 'Voter');
+        await store.commit(lease, [{ kind: 'DeleteMachine', name: 'alpha-1' }]);
+        assert.equal(await store.getMachine('alpha', 'alpha-1'), undefined);
       }),
     );
 
     test(
-      'machine records round-trip with optional fields absent or present',
-      withStore((store) => {
-        const minimal = machine('alpha', 1);
-        const full = fullMachine('alpha', 2);
-        store.putMachine(minimal);
-        store.putMachine(full);
-        assert.deepEqual(store.getMachine('alpha', 'alpha-1'), minimal);
-        assert.deepEqual(store.getMachine('alpha', 'alpha-2'), full);
-        assert.equal(store.getMachine('alpha', 'alpha-3'), undefined);
-        assert.equal(store.getMachine('beta', 'alpha-1'), undefined);
-      }),
-    );
-
-    test(
-      'listMachines filters by cluster and orders by ordinal; putMachine replaces; deleteMachine removes',
-      withStore((store) => {
-        for (const ordinal of [3, 1, 2]) store.putMachine(machine('alpha', ordinal));
-        store.putMachine(machine('beta', 0));
-        const joined: MachineRecord = { ...machine('alpha', 2), phase: 'Voter', phaseTimes: { Pending: 1_002, Voter: 1_100 } };
-        store.putMachine(joined);
-        assert.deepEqual(store.listMachines('alpha'), [machine('alpha', 1), joined, machine('alpha', 3)]);
-        assert.deepEqual(store.listMachines('beta'), [machine('beta', 0)]);
-        assert.deepEqual(store.listMachines('gamma'), []);
-
-        store.deleteMachine('alpha', 'alpha-1');
-        store.deleteMachine('alpha', 'alpha-9');
-        assert.deepEqual(
-          store.listMachines('alpha').map((m) => m.name),
-          ['alpha-2', 'alpha-3'],
-        );
-        assert.equal(store.getMachine('alpha', 'alpha-1'), undefined);
-      }),
-    );
-
-    test(
-      'events round-trip, filter by cluster and keep insertion order (not time order)',
-      withStore((store) => {
-        const appended = [event('alpha', 300), fullEvent('alpha', 100), event('alpha', 200), event('alpha', 200, 'Again')];
-        store.appendEvent(event('beta', 150));
-        for (const e of appended) store.appendEvent(e);
-        store.appendEvent(event('beta', 50));
-        assert.deepEqual(store.listEvents('alpha'), appended);
-        assert.deepEqual(store.listEvents('beta'), [event('beta', 150), event('beta', 50)]);
-        assert.deepEqual(store.listEvents('gamma'), []);
-      }),
-    );
-
-    test(
-      'deleteControlPlane removes its machines, events and lease, and nothing of other clusters',
-      withStore((store) => {
-        for (const cluster of ['alpha', 'beta']) {
-          store.putControlPlane(controlPlane(cluster));
-          store.putMachine(machine(cluster, 1));
-          store.appendEvent(event(cluster, 100));
-          assert.equal(store.acquireLease(cluster, { pid: process.pid, token: `${cluster}-holder` }), true);
+      'a writer that does not hold the lease writes nothing (fencing)',
+      withStore(async (store) => {
+        const lease = await leased(store, 'alpha');
+        await store.commit(lease, [{ kind: 'CreateMachine', record: machine('alpha', 1) }]);
+        const before = await snapshot(store, 'alpha');
+        const stale: WriterLease = { cluster: 'alpha', token: 'someone-else' };
+        for (const write of [
+          { kind: 'CreateMachine', record: machine('alpha', 2) },
+          { kind: 'PatchMachine', name: 'alpha-1', set: { phase: 'Voter' } },
+          { kind: 'DeleteMachine', name: 'alpha-1' },
+          { kind: 'PatchControlPlane', patch: { initMachine: 'alpha-1' } },
+          { kind: 'ReserveOrdinal', ordinal: 7 },
+          { kind: 'AppendEvent', event: event('alpha', 5) },
+        ] as const) {
+          await assert.rejects(store.commit(stale, [write]), FencedOutError, `${write.kind} went through without the lease`);
         }
-        const beta = snapshot(store, ['beta']);
-
-        store.deleteControlPlane('alpha');
-
-        assert.equal(store.getControlPlane('alpha'), undefined);
-        assert.deepEqual(store.listMachines('alpha'), []);
-        assert.deepEqual(store.listEvents('alpha'), []);
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'newcomer' }), true, 'the lease went too');
-        assert.deepEqual(snapshot(store, ['beta']), beta);
-        assert.equal(store.acquireLease('beta', { pid: process.pid, token: 'newcomer' }), false, "beta's lease stays");
+        await assert.rejects(store.deleteControlPlane(stale), FencedOutError);
+        assert.deepEqual(await snapshot(store, 'alpha'), before);
+        // Once another writer takes the lease over, the old one is fenced out too.
+        assert.equal(await store.acquireLease('alpha', holder('successor'), T0 + 20_001), true, 'an expired lease is taken over');
+        await assert.rejects(store.commit(lease, [{ kind: 'AppendEvent', event: event('alpha', 6) }]), FencedOutError);
+        assert.deepEqual(await snapshot(store, 'alpha'), before);
       }),
     );
 
     test(
-      'transaction commits and returns what fn returns',
-      withStore((store) => {
-        const result = store.transaction(() => {
-          store.putControlPlane(controlPlane('alpha'));
-          store.putMachine(machine('alpha', 1));
-          return 42;
-        });
-        assert.equal(result, 42);
-        assert.deepEqual(store.getControlPlane('alpha'), controlPlane('alpha'));
-        assert.deepEqual(store.listMachines('alpha'), [machine('alpha', 1)]);
-      }),
-    );
-
-    test(
-      'transaction rolls back every write when fn throws',
-      withStore((store) => {
-        store.putControlPlane(controlPlane('alpha'));
-        store.putMachine(machine('alpha', 1));
-        store.appendEvent(event('alpha', 100));
-        store.putControlPlane(controlPlane('beta'));
-        store.putMachine(machine('beta', 1));
-        const before = snapshot(store, ['alpha', 'beta', 'gamma']);
-        const boom = new Error('boom');
-
-        assert.throws(
-          () =>
-            store.transaction(() => {
-              store.putControlPlane({ ...controlPlane('alpha'), nextOrdinal: 9 });
-              store.putControlPlane(controlPlane('gamma'));
-              store.putMachine(machine('alpha', 2));
-              store.putMachine({ ...machine('alpha', 1), phase: 'Deleting' });
-              store.deleteMachine('alpha', 'alpha-1');
-              store.appendEvent(event('alpha', 200));
-              store.appendEvent(event('gamma', 200));
-              store.deleteControlPlane('beta');
-              assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'inside' }), true);
-              throw boom;
-            }),
-          (error) => error === boom,
+      'the store refuses to change initMachine once set or to lower nextOrdinal, and a refused batch writes nothing',
+      withStore(async (store) => {
+        const lease = await leased(store, 'alpha');
+        await store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-1', nextOrdinal: 5 } }]);
+        const before = await snapshot(store, 'alpha');
+        await assert.rejects(
+          store.commit(lease, [{ kind: 'AppendEvent', event: event('alpha', 1) }, { kind: 'PatchControlPlane', patch: { initMachine: 'alpha-2' } }]),
+          StoreRefusedError,
         );
-
-        assert.deepEqual(snapshot(store, ['alpha', 'beta', 'gamma']), before);
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'after' }), true, 'the lease was rolled back');
-      }),
-    );
-
-    test(
-      'a nested transaction that throws undoes only its own writes',
-      withStore((store) => {
-        store.transaction(() => {
-          store.putMachine(machine('alpha', 1));
-          assert.throws(() =>
-            store.transaction(() => {
-              store.putMachine(machine('alpha', 2));
-              throw new Error('inner');
-            }),
-          );
-          store.putMachine(machine('alpha', 3));
-        });
-        assert.deepEqual(store.listMachines('alpha'), [machine('alpha', 1), machine('alpha', 3)]);
-      }),
-    );
-
-    test(
-      'transaction refuses a function that returns a promise and keeps none of its writes',
-      withStore((store) => {
-        assert.throws(
-          () =>
-            store.transaction(() => {
-              store.putControlPlane(controlPlane('alpha'));
-              return Promise.resolve(1);
-            }),
-          TypeError,
+        await assert.rejects(
+          store.commit(lease, [{ kind: 'CreateMachine', record: machine('alpha', 9) }, { kind: 'PatchControlPlane', patch: { nextOrdinal: 3 } }]),
+          StoreRefusedError,
         );
-        assert.equal(store.getControlPlane('alpha'), undefined);
+        assert.deepEqual(await snapshot(store, 'alpha'), before, 'no write of a refused batch landed');
+        await store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-1' } }]);
+        // Concurrent creations reserve ordinals in any order; nextOrdinal only grows.
+        await store.commit(lease, [{ kind: 'ReserveOrdinal', ordinal: 8 }]);
+        await store.commit(lease, [{ kind: 'ReserveOrdinal', ordinal: 6 }]);
+        assert.equal((await store.getControlPlane('alpha'))?.nextOrdinal, 9);
       }),
     );
 
     test(
-      'lease: a live holder keeps it, the same token re-acquires, a wrong-token release is ignored',
-      withStore((store) => {
-        const first = { pid: process.pid, token: 'first' };
-        assert.equal(store.acquireLease('alpha', first), true);
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'second' }), false);
-        assert.equal(store.acquireLease('alpha', first), true, 'same token re-acquires');
-        assert.equal(store.acquireLease('beta', { pid: process.pid, token: 'second' }), true, 'leases are per cluster');
-
-        store.releaseLease('alpha', 'second');
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'third' }), false, 'wrong token released nothing');
-
-        store.releaseLease('alpha', 'first');
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'third' }), true);
+      'events keep their order, carry a sequence number, and can be read after a given one',
+      withStore(async (store) => {
+        const lease = await leased(store, 'alpha');
+        const other = await leased(store, 'beta');
+        await store.commit(lease, [{ kind: 'AppendEvent', event: event('alpha', 30, 'A') }, { kind: 'AppendEvent', event: event('alpha', 10, 'B') }]);
+        await store.commit(other, [{ kind: 'AppendEvent', event: event('beta', 20, 'X') }]);
+        await store.commit(lease, [{ kind: 'AppendEvent', event: { ...event('alpha', 40, 'C'), action: 'AddLearner', outcome: 'Refused', endedAt: 45, machine: 'alpha-2' } }]);
+        const all = await store.listEvents('alpha');
+        assert.deepEqual(all.map((e) => e.reason), ['A', 'B', 'C'], 'append order, not time order');
+        assert.deepEqual(all[2] && { ...all[2], seq: undefined }, { ...event('alpha', 40, 'C'), action: 'AddLearner', outcome: 'Refused', endedAt: 45, machine: 'alpha-2', seq: undefined });
+        const seqs = all.map((e) => e.seq ?? 0);
+        assert.ok(seqs[0]! < seqs[1]! && seqs[1]! < seqs[2]!, `increasing sequence numbers: ${seqs.join(',')}`);
+        assert.deepEqual((await store.listEvents('alpha', seqs[0])).map((e) => e.reason), ['B', 'C']);
+        assert.deepEqual((await store.listEvents('beta')).map((e) => e.reason), ['X']);
       }),
     );
 
     test(
-      'lease: a holder whose process is gone is taken over',
-      withStore((store) => {
-        assert.equal(store.acquireLease('alpha', { pid: deadPid(), token: 'gone' }), true);
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'successor' }), true);
-        assert.equal(store.acquireLease('alpha', { pid: process.pid, token: 'gone' }), false, 'the old token lost it');
+      'a lease: one holder at a time, taken over when released, expired by its TTL, or its process is gone',
+      withStore(async (store) => {
+        await store.applySpec(manifest('alpha'), T0);
+        assert.equal(await store.acquireLease('alpha', holder('first'), T0), true);
+        assert.equal(await store.acquireLease('alpha', holder('second'), T0 + 1), false, 'a live holder keeps it');
+        assert.equal(await store.acquireLease('alpha', holder('first'), T0 + 2), true, 'the same token re-acquires');
+        assert.equal(await store.acquireLease('beta', holder('second'), T0), true, 'leases are per cluster');
+        const renewed = await store.renewLease('alpha', 'first', T0 + 9_000);
+        assert.equal(renewed?.renewedAt, T0 + 9_000);
+        assert.equal(renewed.holder, 'test:first');
+        assert.equal(await store.acquireLease('alpha', holder('second'), T0 + 18_000), false, 'renewed 9 s ago: still live');
+        assert.equal(await store.acquireLease('alpha', holder('second'), T0 + 19_001), true, 'not renewed for 10 s: expired, whatever PID it names');
+        assert.equal(await store.renewLease('alpha', 'first', T0 + 19_002), undefined, 'the old holder learns it lost the lease');
+        await store.releaseLease('alpha', 'first');
+        assert.equal((await store.getLease('alpha'))?.token, 'second', 'a wrong token releases nothing');
+        await store.releaseLease('alpha', 'second');
+        assert.equal(await store.getLease('alpha'), undefined);
+        // A holder on this host whose process is gone frees the lease at once.
+        assert.equal(await store.acquireLease('alpha', holder('gone', { pid: deadPid() }), T0 + 20_000), true);
+        assert.equal(await store.acquireLease('alpha', holder('successor'), T0 + 20_001), true);
+        // On another host a PID means nothing: only the TTL frees it.
+        assert.equal(await store.acquireLease('gamma', holder('remote', { pid: deadPid(), host: 'elsewhere' }), T0), true);
+        assert.equal(await store.acquireLease('gamma', holder('local'), T0 + 5_000), false);
+        assert.equal(await store.acquireLease('gamma', holder('local'), T0 + 5_000, { force: true }), true, 'force takes it anyway');
       }),
     );
 
     test(
-      'records are copied: neither the stored input nor a returned object is shared with the caller',
-      withStore((store) => {
-        const cp = controlPlane('alpha');
+      'a stop request reaches the holder through its renewal',
+      withStore(async (store) => {
+        await store.applySpec(manifest('alpha'), T0);
+        await store.acquireLease('alpha', holder('holder'), T0);
+        await store.requestStop('alpha', 'not-the-holder');
+        assert.equal((await store.renewLease('alpha', 'holder', T0 + 1))?.stopRequested, false, 'a request naming another token changes nothing');
+        await store.requestStop('alpha', 'holder');
+        assert.equal((await store.renewLease('alpha', 'holder', T0 + 2))?.stopRequested, true);
+      }),
+    );
+
+    test(
+      'deleteControlPlane removes the record, its machines, events and lease, and nothing of other clusters',
+      withStore(async (store) => {
+        const alpha = await leased(store, 'alpha');
+        const beta = await leased(store, 'beta');
+        await store.commit(alpha, [{ kind: 'CreateMachine', record: machine('alpha', 1) }, { kind: 'AppendEvent', event: event('alpha', 1) }]);
+        await store.commit(beta, [{ kind: 'CreateMachine', record: machine('beta', 1) }, { kind: 'AppendEvent', event: event('beta', 1) }]);
+        const betaBefore = await snapshot(store, 'beta');
+        await store.deleteControlPlane(alpha);
+        assert.deepEqual(await snapshot(store, 'alpha'), { cp: undefined, machines: [], events: [] });
+        assert.equal(await store.getLease('alpha'), undefined);
+        assert.deepEqual(await snapshot(store, 'beta'), betaBefore);
+        assert.deepEqual((await store.listControlPlanes()).map((cp) => cp.name), ['beta']);
+        assert.equal((await store.getLease('beta'))?.token, beta.token);
+      }),
+    );
+
+    test(
+      'records are copied: neither a stored input nor a returned object is shared with the caller',
+      withStore(async (store) => {
+        const lease = await leased(store, 'alpha');
         const m = fullMachine('alpha', 1);
-        const e = fullEvent('alpha', 100);
-        store.putControlPlane(cp);
-        store.putMachine(m);
-        store.appendEvent(e);
-
-        cp.manifest.spec.replicas = 9;
+        const e = event('alpha', 100);
+        await store.commit(lease, [{ kind: 'CreateMachine', record: m }, { kind: 'AppendEvent', event: e }]);
         m.phaseTimes.Voter = 5;
         e.message = 'changed after append';
-        const gotCp = store.getControlPlane('alpha')!;
-        gotCp.manifest.spec.replicas = 7;
-        store.listControlPlanes()[0]!.nextOrdinal = 99;
-        const gotMachine = store.getMachine('alpha', 'alpha-1')!;
-        gotMachine.failed!.reason = 'mutated';
-        store.listMachines('alpha')[0]!.phaseTimes.Voter = 6;
-        store.listEvents('alpha')[0]!.message = 'mutated';
-
-        assert.deepEqual(store.getControlPlane('alpha'), controlPlane('alpha'));
-        assert.deepEqual(store.listMachines('alpha'), [fullMachine('alpha', 1)]);
-        assert.deepEqual(store.listEvents('alpha'), [fullEvent('alpha', 100)]);
+        const got = await store.getControlPlane('alpha');
+        if (got) got.manifest.spec.replicas = 7;
+        const gotMachine = await store.getMachine('alpha', 'alpha-1');
+        if (gotMachine?.failed) gotMachine.failed.reason = 'mutated';
+        assert.equal((await store.getControlPlane('alpha'))?.manifest.spec.replicas, 3);
+        assert.deepEqual(await store.listMachines('alpha'), [fullMachine('alpha', 1)]);
+        assert.equal((await store.listEvents('alpha'))[0]?.message, 'Scaled at 100');
       }),
     );
   });

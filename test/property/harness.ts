@@ -137,7 +137,7 @@ export class InvariantChecker {
     assert.fail(`${rule}: ${detail}\n  at virtual +${String(this.sim.clock.now() - 1_000_000)} ms\n  trace: ${this.trace.log.join(' | ')}`);
   }
 
-  checkWorld(cp = this.sim.store.getControlPlane(NAME)): void {
+  checkWorld(cp = this.sim.store.inspect(NAME).controlPlane): void {
     const { world } = this.sim;
     if (world.violations.length > 0) this.fail('model violation', JSON.stringify(world.violations));
     if (world.initCount > 1) this.fail('invariant 1', `the model saw ${String(world.initCount)} bootstraps`);
@@ -154,7 +154,7 @@ export class InvariantChecker {
     this.passes++;
     this.trace.passes++;
     const { observed, decision, now } = pass;
-    const cp = this.sim.store.getControlPlane(NAME);
+    const cp = this.sim.store.inspect(NAME).controlPlane;
     assert.ok(cp);
     this.checkWorld(cp);
     const spec = toPlannerSpec(cp.manifest);
@@ -214,8 +214,8 @@ export class InvariantChecker {
   /** Invariant 3 on the record: membership events never overlap in time. */
   checkEventLog(): void {
     const events = this.sim.store
-      .listEvents(NAME)
-      .filter((e) => e.action !== undefined && MEMBERSHIP_KINDS.has(e.action))
+      .inspect(NAME)
+      .events.filter((e) => e.action !== undefined && MEMBERSHIP_KINDS.has(e.action))
       .sort((a, b) => a.at - b.at);
     for (let i = 1; i < events.length; i++) {
       const prev = events[i - 1]!;
@@ -244,7 +244,7 @@ export function assertConvergedInModel(sim: Simulation, replicas: number, versio
     assert.equal(machine.version, version, `machine ${machine.name} runs ${machine.version}\n${detail}`);
   }
   assert.equal(live.length, replicas, `machines != replicas\n${detail}`);
-  assert.equal(sim.store.listMachines(NAME).length, replicas, `machine records != replicas\n${detail}`);
+  assert.equal(sim.store.inspect(NAME).machines.length, replicas, `machine records != replicas\n${detail}`);
 }
 
 /** How long a fault waits for a machine it can hit (a learner to stall, a machine to fail). */
@@ -377,7 +377,8 @@ export async function runScenario(s: Scenario): Promise<ScenarioResult> {
     while (pending.length > 0 && pass.now >= start + (pending[0]?.atMs ?? 0)) {
       const change = pending.shift()!;
       spec = { ...spec, replicas: change.replicas, version: change.upgrade ? '3.5.16' : spec.version };
-      sim.apply(manifestFor(spec));
+      // The memory store stores it within this call: the executor of this very pass may see it.
+      void sim.apply(manifestFor(spec));
       trace.log.push(`+${String(pass.now - start)}ms apply replicas=${String(spec.replicas)} version=${spec.version}`);
     }
   };

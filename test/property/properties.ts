@@ -96,9 +96,9 @@ export async function majorityProperty(runs: number): Promise<string> {
         sim.world.killMember(name);
       }
       trace.log.push(`killed ${victims.join(',')}${restartable ? '' : ' for good'}`);
-      const eventsBefore = sim.store.listEvents(NAME).length;
+      const eventsBefore = sim.store.inspect(NAME).events.length;
       const result = await sim.run(600_000, onPass);
-      const actions = sim.store.listEvents(NAME).slice(eventsBefore).filter((e) => e.action !== undefined);
+      const actions = sim.store.inspect(NAME).events.slice(eventsBefore).filter((e) => e.action !== undefined);
       const isRestart = (e: (typeof actions)[number]): boolean => e.action === 'RestartMember' && e.machine !== undefined && victims.includes(e.machine);
       if (restartable) {
         // Until quorum is back, nothing but restarts; then a member still down is remediated as usual.
@@ -107,7 +107,7 @@ export async function majorityProperty(runs: number): Promise<string> {
         assert.equal(result.outcome, 'Converged', trace.log.join(' | '));
         const restarted = new Set(actions.slice(0, needed).map((e) => e.machine));
         const after = sim.world.snapshot(NAME).members;
-        for (const m of sim.store.listMachines(NAME).filter((r) => restarted.has(r.name))) {
+        for (const m of sim.store.inspect(NAME).machines.filter((r) => restarted.has(r.name))) {
           assert.ok(m.memberId !== undefined && membersBefore.includes(m.memberId) && after.some((a) => a.id === m.memberId), `${m.name} came back as member ${String(m.memberId)}`);
         }
         assertConvergedInModel(sim, replicas, spec.version, trace.log.join(' | '));

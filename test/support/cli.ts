@@ -3,8 +3,8 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
-import { SqliteStateStore } from '../../src/adapters/sqlite-state-store.ts';
-import type { EventRecord, MachineRecord } from '../../src/domain/machine.ts';
+import Database from 'better-sqlite3';
+import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../src/domain/machine.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -45,7 +45,7 @@ export class CliEnv {
     const started = Date.now();
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...args], {
       cwd: ROOT,
-      env: { ...process.env, FASTPLANE_HOME: this.stateDir, FASTPLANE_ADDRESS_PREFIX: this.addressPrefix, ...extraEnv },
+      env: { ...process.env, FASTPLANE_HOME: this.stateDir, FASTPLANE_TEST_HOOKS: '1', FASTPLANE_ADDRESS_PREFIX: this.addressPrefix, ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -65,12 +65,17 @@ export class CliEnv {
     return this.start(args, extraEnv).done;
   }
 
-  private withStore<T>(read: (store: SqliteStateStore) => T): T {
-    const store = new SqliteStateStore(join(this.stateDir, 'fastplane.db'));
+  /** Rows of one table straight from the state dir's SQLite file, read-only (tests read beside a running CLI). */
+  private rows<T>(sql: string, ...params: string[]): T[] {
+    const db = new Database(join(this.stateDir, 'fastplane.db'), { readonly: true, fileMustExist: true });
     try {
-      return read(store);
+      db.pragma('busy_timeout = 5000');
+      return db
+        .prepare<string[], { record: string }>(sql)
+        .all(...params)
+        .map((row) => JSON.parse(row.record) as T);
     } finally {
-      store.close();
+      db.close();
     }
   }
 
@@ -83,17 +88,21 @@ export class CliEnv {
 
   /** Events recorded for a cluster, read straight from the state store. */
   events(cluster: string): EventRecord[] {
-    return this.withStore((store) => store.listEvents(cluster));
+    return this.rows<EventRecord>('SELECT record FROM events WHERE cluster = ? ORDER BY id', cluster);
   }
 
   /** Machine records of a cluster, straight from the state store. */
   machines(cluster: string): MachineRecord[] {
-    return this.withStore((store) => store.listMachines(cluster));
+    return this.rows<MachineRecord>('SELECT record FROM machines WHERE cluster = ? ORDER BY ordinal, name', cluster);
   }
 
   /** Names of the control planes on record. */
   controlPlanes(): string[] {
-    return this.withStore((store) => store.listControlPlanes().map((cp) => cp.name));
+    return this.controlPlaneRecords().map((cp) => cp.name);
+  }
+
+  controlPlaneRecords(): ControlPlaneRecord[] {
+    return this.rows<ControlPlaneRecord>('SELECT record FROM control_planes ORDER BY created_at, name');
   }
 
   cleanup(): void {

@@ -1,0 +1,126 @@
+import { specDifferences } from '../domain/record-writes.ts';
+import type { ControlPlane } from '../api/control-plane.ts';
+import type { EventRecord } from '../domain/machine.ts';
+import type { ExecutorDeps } from '../executor/execute.ts';
+import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { Clock } from '../ports/clock.ts';
+import type { StateStore } from '../ports/state-store.ts';
+import { LeaseKeeper } from './lease-keeper.ts';
+import { runUntilSettled, type PassReport, type RunOutcome } from './run.ts';
+
+/** What a command that stored a generation learns about it. */
+export interface Convergence {
+  outcome: RunOutcome | 'Deleted';
+  generation: number;
+  /** For Superseded: the newer generation and what it changed. */
+  newer?: { generation: number; changes: string[] };
+  passes: number;
+  /** When the last pass observed the result (ms since the epoch). */
+  settledAt: number;
+}
+
+export interface ConvergeOptions {
+  store: StateStore;
+  clock: Clock;
+  deadline: number;
+  /** Dependencies of a run under the given writer (this process took the lease). */
+  depsFor: (writer: FencedWriter) => ExecutorDeps;
+  leaseTtlMs?: number;
+  blockedGraceMs?: number;
+  onPass?: (pass: PassReport) => void;
+  /** Progress of another holder while this process waits: its events and its waits. */
+  onEvent?: (event: EventRecord) => void;
+  onNote?: (text: string) => void;
+  /** Runs under this process's lease before it is released, when the run ended (tear-down of a failed new cluster). */
+  onFailureUnderLease?: (error: unknown, writer: FencedWriter) => Promise<void>;
+}
+
+const WAIT_POLL_MS = 250;
+
+/**
+ * Brings the cluster to `generation` (already stored): reconciles it when no live process holds the
+ * lease, otherwise waits for the holder, showing its progress, and takes over if it stops before the
+ * work is done. Ends when that generation converged, a newer one superseded it, the deadline, or a
+ * lasting block.
+ */
+export async function convergeGeneration(manifest: ControlPlane, generation: number, options: ConvergeOptions): Promise<Convergence> {
+  const cluster = manifest.metadata.name;
+  const { store, clock } = options;
+  let passes = 0;
+  let settledAt = clock.now();
+  const watch = new HolderWatch(manifest, generation, options);
+  for (;;) {
+    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, ...(options.leaseTtlMs === undefined ? {} : { ttlMs: options.leaseTtlMs }) });
+    if (keeper) {
+      try {
+        const result = await runUntilSettled(options.depsFor(keeper.writer), {
+          deadline: options.deadline,
+          generation,
+          stopRequested: () => keeper.stopRequested,
+          ...(options.blockedGraceMs === undefined ? {} : { blockedGraceMs: options.blockedGraceMs }),
+          onPass: (pass) => {
+            settledAt = pass.now;
+            options.onPass?.(pass);
+          },
+        });
+        passes += result.passes;
+        if (result.outcome === 'Superseded') return { ...(await superseded(store, manifest, generation)), passes, settledAt };
+        if (result.outcome !== 'LeaseLost') return { outcome: result.outcome, generation, passes, settledAt };
+        options.onNote?.('another fastplane process took the lease over; following its work');
+      } catch (error) {
+        if (options.onFailureUnderLease && !keeper.lost) await options.onFailureUnderLease(error, keeper.writer);
+        throw error;
+      } finally {
+        await keeper.release();
+      }
+    }
+    const settled = await watch.step();
+    if (settled) return { ...settled, passes, settledAt: clock.now() };
+    await clock.sleep(WAIT_POLL_MS);
+  }
+}
+
+async function superseded(store: StateStore, manifest: ControlPlane, generation: number): Promise<Pick<Convergence, 'outcome' | 'generation' | 'newer'>> {
+  const cp = await store.getControlPlane(manifest.metadata.name);
+  if (!cp) return { outcome: 'Deleted', generation };
+  return { outcome: 'Superseded', generation, newer: { generation: cp.generation, changes: specDifferences(manifest.spec, cp.manifest.spec) } };
+}
+
+/** Follows another lease holder's work through the store: its events, its waits, how its passes end. */
+class HolderWatch {
+  private lastSeq: number | undefined;
+  private lastNote = '';
+  private blockedSince: number | undefined;
+
+  constructor(
+    private readonly manifest: ControlPlane,
+    private readonly generation: number,
+    private readonly options: ConvergeOptions,
+  ) {}
+
+  /** One look: the outcome when this generation is settled, else undefined (keep waiting). */
+  async step(): Promise<Pick<Convergence, 'outcome' | 'generation' | 'newer'> | undefined> {
+    const { store, clock } = this.options;
+    const cluster = this.manifest.metadata.name;
+    const generation = this.generation;
+    const cp = await store.getControlPlane(cluster);
+    if (!cp) return { outcome: 'Deleted', generation };
+    if (cp.generation > generation) return superseded(store, this.manifest, generation);
+    const events = await store.listEvents(cluster, this.lastSeq ?? 0);
+    // Events from before this command started are history, not progress.
+    if (this.lastSeq !== undefined) for (const event of events) this.options.onEvent?.(event);
+    this.lastSeq = events.at(-1)?.seq ?? this.lastSeq ?? 0;
+    const pass = cp.lastPass?.generation === generation ? cp.lastPass : undefined;
+    if (pass?.converged === true) return { outcome: 'Converged', generation };
+    const now = clock.now();
+    this.blockedSince = pass?.blocked === true ? (this.blockedSince ?? now) : undefined;
+    if (this.blockedSince !== undefined && now - this.blockedSince >= (this.options.blockedGraceMs ?? 15_000)) return { outcome: 'Blocked', generation };
+    if (now >= this.options.deadline) return { outcome: pass?.blocked === true ? 'Blocked' : 'DeadlineExceeded', generation };
+    const lease = await store.getLease(cluster);
+    const holder = lease?.holder ?? 'another fastplane process';
+    const note = `${holder} is reconciling ${cluster} (generation ${String(generation)})${pass && pass.waits.length > 0 ? `; waiting: ${pass.waits.join('; ')}` : ''}`;
+    if (note !== this.lastNote) this.options.onNote?.(note);
+    this.lastNote = note;
+    return undefined;
+  }
+}
