@@ -1,4 +1,4 @@
-import { open, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { open, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** Files in the state dir that several CLI processes (and parallel machine creations) share. */
@@ -13,7 +13,12 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o644):
   await rename(tmp, path);
 }
 
-/** Runs fn holding an exclusive lock file; one left by a crashed process is broken after 10 s. */
+const STALE_LOCK_MS = 10_000;
+
+/**
+ * Runs fn holding an exclusive lock file. The holder touches it every 2 s, so only a lock left by a
+ * crashed process (untouched for 10 s) is ever broken.
+ */
 export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
   for (;;) {
     try {
@@ -23,13 +28,19 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const age = await stat(path).then((info) => Date.now() - info.mtimeMs, () => 0);
-      if (age > 10_000) await rm(path, { force: true });
+      if (age > STALE_LOCK_MS) await rm(path, { force: true });
       else await sleep(20);
     }
   }
+  const touch = setInterval(() => {
+    const now = new Date();
+    void utimes(path, now, now).catch(() => undefined);
+  }, STALE_LOCK_MS / 5);
+  touch.unref();
   try {
     return await fn();
   } finally {
+    clearInterval(touch);
     await rm(path, { force: true });
   }
 }

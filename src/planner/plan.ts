@@ -228,10 +228,8 @@ function teardowns(step: Step): MachineAction[] {
     const neverJoined = !machine.infra || machine.infra.state !== 'Provisioned' || (machine.record.memberId === undefined && !machine.infra.memberRunning);
     if (!view.membersKnown && !neverJoined) continue;
     if (view.memberOf(machine)) continue;
-    if (machine.infra?.state === 'Deleting') {
-      step.waits.push({ code: 'MachineDeleting', message: `machine ${nameOf(machine)} is being deleted`, machine: nameOf(machine) });
-      continue;
-    }
+    // Deleting: each DeleteMachine moves the teardown on until the machine is gone (observing never does).
+    if (machine.infra?.state === 'Deleting') step.waits.push({ code: 'MachineDeleting', message: `machine ${nameOf(machine)} is being deleted`, machine: nameOf(machine) });
     actions.push({ kind: 'DeleteMachine', machine: nameOf(machine), reason: step.failed.has(nameOf(machine)) ? 'Remediation' : 'NoLongerNeeded' });
   }
   return actions;
