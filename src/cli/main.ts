@@ -4,6 +4,7 @@ import { LeaseHeldError } from '../reconciler/run.ts';
 import { benchCommand } from './bench.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
+import { convertCommand } from './convert.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
 
@@ -113,6 +114,13 @@ export function buildProgram(): Command {
     .option('--seed <n>', 'first seed (run i uses seed + i)', '1')
     .addOption(output())
     .action(async (flags: SimulateFlags) => withContext(program, () => simulateCommand(flags)));
+
+  program
+    .command('convert')
+    .description('print the ControlPlane a manifest becomes (a Cluster API KubeadmControlPlane converted); mapping and ignored fields on stderr')
+    .option('-f, --file <file>', 'KubeadmControlPlane (v1beta1 or v1beta2) or ControlPlane manifest')
+    .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
+    .action(async (flags: { file?: string; output: string }) => withContext(program, () => Promise.resolve(convertCommand(flags))));
 
   return program;
 }
