@@ -107,8 +107,9 @@ export function buildProgram(): Command {
 
   program
     .command('simulate')
-    .description('what-if: serial vs parallel time-to-ready on the etcd model, in virtual time')
-    .option('--replicas <n>', 'number of members (odd, 1..9)', '5')
+    .description('what-if: serial (KCP order) vs parallel on the etcd model, in virtual time; with -f, bring-up, rollout and remediation of that manifest')
+    .option('-f, --file <file>', 'ControlPlane or Cluster API KubeadmControlPlane manifest to simulate')
+    .option('--replicas <n>', 'number of members (odd, 1..9; default 5, or the manifest\'s)')
     .option('--provisioning <duration>', 'provisioning time per machine: 30s or a range 8m-12m', '30s')
     .option('--runs <n>', 'simulated bring-ups per strategy', '100')
     .option('--seed <n>', 'first seed (run i uses seed + i)', '1')
