@@ -4,7 +4,7 @@ import type { Condition, Decision, Observed } from '../planner/types.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import type { StateStore } from '../ports/state-store.ts';
 
-/** The `status -o json` contract (DESIGN.md "CLI contract"). Times are ISO-8601, member IDs decimal strings. */
+/** The `status -o json` contract (docs/architecture.md, "Status contract"). Times are ISO-8601, member IDs decimal strings. */
 export interface ControlPlaneStatusDocument {
   name: string;
   spec: ControlPlane['spec'];
