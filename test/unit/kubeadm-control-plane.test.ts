@@ -131,6 +131,11 @@ describe('KubeadmControlPlane: the shapes Cluster API writes', () => {
     assert.match(notes[0]!, /no etcd is installed here/);
   });
 
+  test('zero seconds stay a duration fastplane reads', () => {
+    const doc = withField(fixture('scale-in-v1beta2.yaml'), 'spec.remediation.retryPeriodSeconds', 0);
+    assert.equal(convert(doc).manifest.spec.remediation.retryPeriod, '0s');
+  });
+
   test('replicas default to 1 as in KCP', () => {
     assert.equal(convert(withField(fixture('quick-start-v1beta2.yaml'), 'spec.replicas', undefined)).manifest.spec.replicas, 1);
   });

