@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { InvalidInputError } from '../../src/api/errors.ts';
 import { etcdForKubernetes, KUBEADM_ETCD_VERSIONS, nearestInstalled } from '../../src/api/kcp/etcd-versions.ts';
 import { convertKubeadmControlPlane, type KcpConversion } from '../../src/api/kcp/kubeadm-control-plane.ts';
+import { problemsOf } from '../support/problems.ts';
 
 const FIXTURES = join(import.meta.dirname, '..', 'fixtures', 'kcp');
 const INSTALLED = ['3.4.23', '3.5.16'];
@@ -31,16 +31,6 @@ function withField(doc: Record<string, unknown>, path: string, value: unknown): 
   if (value === undefined) Reflect.deleteProperty(at, last);
   else at[last] = value;
   return copy;
-}
-
-function problemsOf(fn: () => unknown): readonly string[] {
-  try {
-    fn();
-  } catch (error) {
-    assert.ok(error instanceof InvalidInputError, `expected InvalidInputError, got ${String(error)}`);
-    return error.problems;
-  }
-  assert.fail('the manifest was accepted');
 }
 
 /** Every leaf of a document as a dotted path; v1beta2's { name, value } lists are keyed by name, other lists are leaves. */

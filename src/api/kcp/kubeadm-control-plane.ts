@@ -137,40 +137,42 @@ interface KcpFields {
   extraArgsPath: string;
 }
 
-function readFields(doc: Record<string, unknown>, version: KcpApiVersion): KcpFields {
-  const extraArgsPath = 'spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.extraArgs';
-  if (version === 'v1beta1') {
-    const result = SCHEMAS.v1beta1.safeParse(doc);
-    if (!result.success) throw new InvalidInputError(describeIssues(result.error));
-    const { metadata, spec } = result.data;
-    const local = spec.kubeadmConfigSpec?.clusterConfiguration?.etcd?.local;
-    const r = spec.remediationStrategy;
-    return {
-      name: metadata.name,
-      replicas: spec.replicas,
-      kubernetesVersion: spec.version,
-      imageTag: local?.imageTag,
-      extraArgs: local?.extraArgs ?? {},
-      maxSurge: spec.rolloutStrategy?.rollingUpdate?.maxSurge,
-      remediation: { maxRetry: r?.maxRetry, retryPeriodMs: r?.retryPeriod, minHealthyPeriodMs: r?.minHealthyPeriod },
-      extraArgsPath,
-    };
-  }
-  const result = SCHEMAS.v1beta2.safeParse(doc);
+function parsed<S extends z.ZodType>(schema: S, doc: unknown): z.output<S> {
+  const result = schema.safeParse(doc);
   if (!result.success) throw new InvalidInputError(describeIssues(result.error));
-  const { metadata, spec } = result.data;
+  return result.data;
+}
+
+/** What both API versions keep in the same place. */
+interface CommonSpec {
+  replicas: number;
+  version: string;
+  kubeadmConfigSpec?: { clusterConfiguration?: { etcd?: { local?: { imageTag?: string | undefined; extraArgs?: Record<string, string> | undefined } | undefined } | undefined } | undefined } | undefined;
+}
+
+function withCommon(name: string, spec: CommonSpec, maxSurge: number | string | undefined, remediation: KcpFields['remediation']): KcpFields {
   const local = spec.kubeadmConfigSpec?.clusterConfiguration?.etcd?.local;
-  const r = spec.remediation;
   return {
-    name: metadata.name,
+    name,
     replicas: spec.replicas,
     kubernetesVersion: spec.version,
     imageTag: local?.imageTag,
     extraArgs: local?.extraArgs ?? {},
-    maxSurge: spec.rollout?.strategy?.rollingUpdate?.maxSurge,
-    remediation: { maxRetry: r?.maxRetry, retryPeriodMs: r?.retryPeriodSeconds, minHealthyPeriodMs: r?.minHealthyPeriodSeconds },
-    extraArgsPath,
+    maxSurge,
+    remediation,
+    extraArgsPath: 'spec.kubeadmConfigSpec.clusterConfiguration.etcd.local.extraArgs',
   };
+}
+
+function readFields(doc: Record<string, unknown>, version: KcpApiVersion): KcpFields {
+  if (version === 'v1beta1') {
+    const { metadata, spec } = parsed(SCHEMAS.v1beta1, doc);
+    const r = spec.remediationStrategy;
+    return withCommon(metadata.name, spec, spec.rolloutStrategy?.rollingUpdate?.maxSurge, { maxRetry: r?.maxRetry, retryPeriodMs: r?.retryPeriod, minHealthyPeriodMs: r?.minHealthyPeriod });
+  }
+  const { metadata, spec } = parsed(SCHEMAS.v1beta2, doc);
+  const r = spec.remediation;
+  return withCommon(metadata.name, spec, spec.rollout?.strategy?.rollingUpdate?.maxSurge, { maxRetry: r?.maxRetry, retryPeriodMs: r?.retryPeriodSeconds, minHealthyPeriodMs: r?.minHealthyPeriodSeconds });
 }
 
 /** maxSurge as a count: a percentage of replicas rounds up, as Kubernetes rounds a surge. */
