@@ -17,7 +17,7 @@ import { isExiting, isProcessAlive, processArguments } from './process-status.ts
 import { withLock, writeFileAtomic } from './state-files.ts';
 
 /**
- * Machines as local etcd processes (DESIGN.md, "Local process provider"). A machine is a loopback
+ * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
  * address `${addressPrefix}.${clusterSlot}.${ordinal}` with etcd on its standard ports 2379/2380, and a
  * folder `${stateDir}/clusters/<cluster>/machines/<name>/` holding `machine.json`, `data/`, `pki/` and
  * `etcd.log`. Everything the provider knows is in those files, so any later CLI process picks up where

@@ -124,7 +124,8 @@ export function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-function describeIssues(error: z.ZodError): string[] {
+/** One line per zod issue: the dotted field path, then the rule. */
+export function describeIssues(error: z.ZodError): string[] {
   return error.issues.map((issue) => {
     const path = issue.path.map(String).join('.');
     return path ? `${path}: ${issue.message}` : issue.message;
@@ -138,8 +139,8 @@ export function validateControlPlane(input: unknown): ControlPlane {
   return result.data;
 }
 
-/** Parses YAML or JSON text (JSON is YAML) into a validated ControlPlane. */
-export function parseControlPlane(text: string, source = 'manifest'): ControlPlane {
+/** Parses YAML or JSON text (JSON is YAML) into a mapping, not yet validated against any kind. */
+export function parseManifestText(text: string, source = 'manifest'): Record<string, unknown> {
   let doc: unknown;
   try {
     doc = parseYaml(text);
@@ -150,18 +151,26 @@ export function parseControlPlane(text: string, source = 'manifest'): ControlPla
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
     throw new InvalidInputError([`${source}: must be a mapping with apiVersion, kind, metadata and spec`]);
   }
-  return validateControlPlane(doc);
+  return doc as Record<string, unknown>;
 }
 
-export function loadControlPlaneFile(path: string): ControlPlane {
-  let text: string;
+/** Parses YAML or JSON text (JSON is YAML) into a validated ControlPlane. */
+export function parseControlPlane(text: string, source = 'manifest'): ControlPlane {
+  return validateControlPlane(parseManifestText(text, source));
+}
+
+/** The text of a manifest file; an unreadable file is bad input naming the path. */
+export function readManifestFile(path: string): string {
   try {
-    text = readFileSync(path, 'utf8');
+    return readFileSync(path, 'utf8');
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'unreadable';
     throw new InvalidInputError([`${path}: cannot read the manifest (${code})`]);
   }
-  return parseControlPlane(text, path);
+}
+
+export function loadControlPlaneFile(path: string): ControlPlane {
+  return parseControlPlane(readManifestFile(path), path);
 }
 
 /** A ControlPlane with only a name and defaults, for flag-only use (`fastplane up --name t`). */

@@ -511,7 +511,7 @@ async function summarize(
     provisioningSeconds: ordered.flatMap((m) => (m.provisioningSeconds === null ? [] : [m.provisioningSeconds])),
     initSeconds,
     minJoinSeconds,
-    // etcd's 5 s peer-connection rule, the figure the model uses too (etcd-lab.md).
+    // etcd's 5 s peer-connection rule, the figure the model uses too (docs/etcd-behaviour.md).
     gapSeconds: Math.max(MEASURED_TIMINGS.peerHealthGateMs / 1000, minJoinSeconds),
     replicas: options.replicas,
     preloaded: options.preloadBytes !== undefined,

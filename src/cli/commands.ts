@@ -1,11 +1,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  defaultControlPlane,
-  loadControlPlaneFile,
-  validateControlPlane,
-  type ControlPlane,
-} from '../api/control-plane.ts';
+import { defaultControlPlane, validateControlPlane, type ControlPlane } from '../api/control-plane.ts';
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
@@ -18,6 +13,7 @@ import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
 import { observe } from '../reconciler/observe.ts';
 import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
+import { loadManifestForCli } from './manifest-file.ts';
 import { progressFor } from './progress.ts';
 import { explain, render, type OutputFormat } from './render.ts';
 
@@ -74,7 +70,7 @@ function parseReplicas(text: string): number {
 export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promise<ControlPlane> {
   let base: ControlPlane;
   if (flags.file !== undefined) {
-    base = loadControlPlaneFile(flags.file);
+    base = loadManifestForCli(flags.file).manifest;
     if (flags.name !== undefined && flags.name !== base.metadata.name) {
       throw new InvalidInputError([`--name ${flags.name} contradicts metadata.name ${base.metadata.name} in ${flags.file}`]);
     }

@@ -3,6 +3,7 @@ import { InvalidInputError } from '../api/errors.ts';
 import { benchCommand } from './bench.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
+import { convertCommand } from './convert.ts';
 import { eventsCommand } from './events.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
@@ -112,13 +113,21 @@ export function buildProgram(): Command {
 
   program
     .command('simulate')
-    .description('what-if: serial vs parallel time-to-ready on the etcd model, in virtual time')
-    .option('--replicas <n>', 'number of members (odd, 1..9)', '5')
+    .description('what-if: serial (KCP order) vs parallel on the etcd model, in virtual time; with -f, bring-up, rollout and remediation of that manifest')
+    .option('-f, --file <file>', 'ControlPlane or Cluster API KubeadmControlPlane manifest to simulate')
+    .option('--replicas <n>', 'number of members (odd, 1..9; default 5, or the manifest\'s)')
     .option('--provisioning <duration>', 'provisioning time per machine: 30s or a range 8m-12m', '30s')
     .option('--runs <n>', 'simulated bring-ups per strategy', '100')
     .option('--seed <n>', 'first seed (run i uses seed + i)', '1')
     .addOption(output())
     .action(async (flags: SimulateFlags) => withContext(program, () => simulateCommand(flags)));
+
+  program
+    .command('convert')
+    .description('print the ControlPlane a manifest becomes (a Cluster API KubeadmControlPlane converted); mapping and ignored fields on stderr')
+    .option('-f, --file <file>', 'KubeadmControlPlane (v1beta1 or v1beta2) or ControlPlane manifest')
+    .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
+    .action(async (flags: { file?: string; output: string }) => withContext(program, () => Promise.resolve(convertCommand(flags))));
 
   return program;
 }

@@ -1,10 +1,14 @@
 import { parseDurationRange, formatDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { compareStrategies, type StrategyComparison, type StrategyStats } from '../sim/compare.ts';
+import { compareScenarios } from '../sim/scenarios.ts';
 import { parseOutput } from './commands.ts';
+import { loadManifestForCli } from './manifest-file.ts';
+import { scenarioTable } from './scenario-table.ts';
 
 export interface SimulateFlags {
-  replicas: string;
+  file?: string;
+  replicas?: string;
   provisioning: string;
   runs: string;
   seed: string;
@@ -33,22 +37,36 @@ function table(result: StrategyComparison, wallMs: number): string {
   ].join('\n');
 }
 
+async function writeDocument(doc: unknown, format: 'json' | 'yaml'): Promise<void> {
+  process.stdout.write(`${format === 'json' ? JSON.stringify(doc, null, 2) : (await import('yaml')).stringify(doc)}\n`);
+}
+
 /** `fastplane simulate`: what-if answers from the model in virtual time, fast. */
 export async function simulateCommand(flags: SimulateFlags): Promise<number> {
   const format = parseOutput(flags.output);
   const provisioning = parseDurationRange(flags.provisioning);
   if (!provisioning) throw new InvalidInputError([`--provisioning: must be a duration (30s) or a range (8m-12m), got ${flags.provisioning}`]);
-  const replicas = positiveInt('--replicas', flags.replicas, 9);
+  const loaded = flags.file === undefined ? undefined : loadManifestForCli(flags.file);
+  const replicas = positiveInt('--replicas', flags.replicas ?? String(loaded?.manifest.spec.replicas ?? 5), 9);
   if (replicas % 2 === 0) throw new InvalidInputError([`--replicas: must be odd, got ${String(replicas)}`]);
+  const runs = positiveInt('--runs', flags.runs, 100_000);
+  const seed = positiveInt('--seed', flags.seed, 2 ** 31);
   const started = performance.now();
-  const result = await compareStrategies({ replicas, provisioning, runs: positiveInt('--runs', flags.runs, 100_000), seed: positiveInt('--seed', flags.seed, 2 ** 31) });
+  if (loaded !== undefined) {
+    const base = { ...loaded.manifest, spec: { ...loaded.manifest.spec, replicas } };
+    const scenarios = await compareScenarios({ base, provisioning, runs, seed });
+    const wallMs = performance.now() - started;
+    if (format === 'table') process.stdout.write(`${scenarioTable({ source: `${loaded.kind} ${base.metadata.name}`, base, provisioning, runs, scenarios, wallMs })}\n`);
+    else await writeDocument({ source: loaded.kind, name: base.metadata.name, provisioning, runs, seed, wallSeconds: wallMs / 1000, scenarios: scenarios.map(({ serial, parallel, ...rest }) => ({ ...rest, serial: { ...serial, samplesMs: undefined }, parallel: { ...parallel, samplesMs: undefined } })) }, format);
+    return 0;
+  }
+  const result = await compareStrategies({ replicas, provisioning, runs, seed });
   const wallMs = performance.now() - started;
   if (format === 'table') {
     process.stdout.write(`${table(result, wallMs)}\n`);
   } else {
     const { parallel, serial, ...rest } = result;
-    const doc = { ...rest, wallSeconds: wallMs / 1000, parallel: { ...parallel, samplesMs: undefined }, serial: { ...serial, samplesMs: undefined } };
-    process.stdout.write(`${format === 'json' ? JSON.stringify(doc, null, 2) : (await import('yaml')).stringify(doc)}\n`);
+    await writeDocument({ ...rest, wallSeconds: wallMs / 1000, parallel: { ...parallel, samplesMs: undefined }, serial: { ...serial, samplesMs: undefined } }, format);
   }
   return 0;
 }

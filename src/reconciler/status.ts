@@ -3,7 +3,7 @@ import type { ControlPlaneRecord, MachineRecord, StoredCondition } from '../doma
 import type { Condition, Decision, Observed } from '../planner/types.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 
-/** The `status -o json` contract (DESIGN.md "CLI contract"). Times are ISO-8601, member IDs decimal strings. */
+/** The `status -o json` contract (docs/architecture.md, "Status contract"). Times are ISO-8601, member IDs decimal strings. */
 export interface ControlPlaneStatusDocument {
   name: string;
   metadata: { name: string; generation: number };

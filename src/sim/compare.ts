@@ -63,7 +63,8 @@ export function percentile(sorted: readonly number[], p: number): number {
   return sorted[rank - 1] ?? Number.NaN;
 }
 
-function statsOf(strategy: Strategy, runs: number, samples: number[]): StrategyStats {
+/** Percentiles and extremes of one strategy's converged runs. */
+export function statsOf(strategy: Strategy, runs: number, samples: number[]): StrategyStats {
   const sorted = [...samples].sort((a, b) => a - b);
   const sum = sorted.reduce((a, b) => a + b, 0);
   return {
@@ -80,7 +81,8 @@ function statsOf(strategy: Strategy, runs: number, samples: number[]): StrategyS
   };
 }
 
-function manifestFor(options: CompareOptions, strategy: Strategy): ControlPlane {
+/** The base manifest (or a default one) with the replicas and scale-up strategy of a comparison. */
+export function manifestFor(options: Pick<CompareOptions, 'replicas' | 'base'>, strategy: Strategy): ControlPlane {
   const base = options.base ?? validateControlPlane({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'simulate' } });
   const { spec } = base;
   return validateControlPlane({

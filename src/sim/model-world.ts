@@ -6,7 +6,7 @@ import type { CreateMachineRequest, MachineInfra, MemberLaunch } from '../ports/
 import { drawDuration } from './random.ts';
 
 /**
- * Timings measured in etcd-lab.md (etcd 3.4.23 / 3.5.16, loopback, empty database) unless the caller
+ * Timings measured as docs/etcd-behaviour.md describes (etcd 3.4.23 / 3.5.16, loopback, empty database) unless the caller
  * overrides them: learner start to promotable 0.2-0.45 s, the 5 s peer-connection rule for adds and
  * voter removals, about 1.4 s for a new leader after the old one goes.
  */
@@ -135,7 +135,7 @@ function parseInitialCluster(text: string): { name: string; url: string }[] {
 
 /**
  * An executable model of etcd membership and of machines, on the caller's clock, encoding the rules
- * measured on real etcd (etcd-lab.md) and etcd's strict reconfiguration checks: one learner (or
+ * measured on real etcd (docs/etcd-behaviour.md) and etcd's strict reconfiguration checks: one learner (or
  * --max-learners), promote refused until caught up, the 5 s connection rule for adds and for removing
  * a connected voter, quorum loss when running voters < quorum, unstarted members, removed members
  * exit, uint64 member IDs as decimal strings. Like etcd, it guards itself; the `violations` list

@@ -31,7 +31,7 @@ defineEtcdAdminContract('EtcdAdmin contract: ModelEtcdAdmin + ModelProvider (etc
 defineEtcdAdminContract('EtcdAdmin contract: ModelEtcdAdmin + ModelProvider (etcd 3.5.16 rules)', () => modelWorld('3.5.16', 2));
 
 /**
- * Behaviour measured in etcd-lab.md (or read from etcd's strict reconfiguration checks) that the shared
+ * Behaviour measured as docs/etcd-behaviour.md describes (or read from etcd's strict reconfiguration checks) that the shared
  * contract does not exercise, because it needs a dead member or a precise moment. Each case cites the
  * lab section it encodes; these are the rules the property tests lean on.
  */

@@ -22,7 +22,7 @@ async function crashAt(failpoint: FailpointName, args: string[]): Promise<void> 
   assert.equal(run.signal, 'SIGKILL', `failpoint ${failpoint} was reached (exit ${String(run.code)}: ${run.stderr.slice(-400)})`);
 }
 
-/** DESIGN.md invariants after convergence, asked of etcd and of the recorded changes. */
+/** The invariants of docs/architecture.md after convergence, asked of etcd and of the recorded changes. */
 async function assertConvergedSafely(cluster: string, doc: ControlPlaneStatusDocument, replicas: number, version: string): Promise<void> {
   const { members, statuses } = await askEtcd(doc.status);
   assert.equal(members.filter((m) => !m.isLearner).length, replicas, 'voters == replicas (invariant 7)');

@@ -9,7 +9,7 @@ import { BASE_SPEC as BASE, PROPERTIES, type PropertyName } from './properties.t
 import type { WorkerReply, WorkerRequest } from './property-worker.ts';
 
 /**
- * DESIGN.md invariants 1-8, checked on the model with the real planner, executor and reconciler:
+ * The invariants 1-8 of docs/architecture.md, checked on the model with the real planner, executor and reconciler:
  * invariants 1-6 after every pass (against what the controller saw and what the model knows), plan()
  * determinism on every observed snapshot, and convergence against the model once faults stop
  * (harness.ts has the checks, arbitraries.ts the generators, properties.ts the properties).

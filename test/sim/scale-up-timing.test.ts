@@ -8,7 +8,7 @@ import { Simulation } from '../../src/sim/simulate.ts';
 
 /**
  * The evidence for the design's central claim, in virtual time on the model with etcd's measured
- * timings (etcd-lab.md): with 30 s provisioning, 0 -> 5 in parallel costs one provisioning plus the
+ * timings (docs/etcd-behaviour.md): with 30 s provisioning, 0 -> 5 in parallel costs one provisioning plus the
  * membership steps, which etcd serializes (the leader's first election, then the 5 s peer-connection
  * rule between consecutive adds); serial pays provisioning once per machine.
  */

@@ -14,6 +14,7 @@ import {
   type ControlPlane,
 } from '../../src/api/control-plane.ts';
 import { InvalidInputError } from '../../src/api/errors.ts';
+import { problemsOf } from '../support/problems.ts';
 
 const DEFAULT_SPEC: ControlPlane['spec'] = {
   replicas: 3,
@@ -27,17 +28,6 @@ const DEFAULT_SPEC: ControlPlane['spec'] = {
 
 function manifest(spec?: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { apiVersion: API_VERSION, kind: KIND, metadata: { name: 't' }, ...(spec ? { spec } : {}), ...extra };
-}
-
-/** The problems of an input that must be refused; fails when it is accepted or throws something else. */
-function problemsOf(fn: () => unknown): readonly string[] {
-  try {
-    fn();
-  } catch (error) {
-    assert.ok(error instanceof InvalidInputError, `expected InvalidInputError, got ${String(error)}`);
-    return error.problems;
-  }
-  assert.fail('the input was accepted');
 }
 
 describe('ControlPlane manifest: defaults', () => {

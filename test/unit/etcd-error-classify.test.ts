@@ -5,7 +5,7 @@ import { GRPCDeadlineExceededError, GRPCFailedPreconditionError, GRPCNotFoundErr
 import { classifyEtcdError } from '../../src/adapters/etcd3-admin.ts';
 import { EtcdAdminError, type EtcdErrorKind } from '../../src/ports/etcd-admin.ts';
 
-// Messages exactly as etcd3@1.1.2 reports them against etcd 3.4.23 / 3.5.16 (etcd-lab.md, section 3).
+// Messages exactly as etcd3@1.1.2 reports them against etcd 3.4.23 / 3.5.16 (docs/etcd-behaviour.md, "How the error texts are used").
 const CASES: readonly (readonly [Error, EtcdErrorKind])[] = [
   [new GRPCFailedPreconditionError('9 FAILED_PRECONDITION: etcdserver: too many learner members in cluster'), 'TooManyLearners'],
   [

@@ -1,0 +1,23 @@
+import { parseManifestText, readManifestFile, validateControlPlane, type ControlPlane } from './control-plane.ts';
+import { convertKubeadmControlPlane, isKubeadmControlPlane } from './kcp/kubeadm-control-plane.ts';
+
+/** A manifest as given with -f: fastplane's own ControlPlane, or a Cluster API KubeadmControlPlane converted. */
+export interface LoadedManifest {
+  manifest: ControlPlane;
+  /** The kind the file held. */
+  kind: 'ControlPlane' | 'KubeadmControlPlane';
+  /** How a KubeadmControlPlane's fields were mapped; empty for a ControlPlane. */
+  notes: string[];
+  /** Fields set but not used, with why; empty for a ControlPlane (which refuses unknown fields). */
+  warnings: string[];
+}
+
+/**
+ * Reads a manifest file of either kind. `installedEtcd` is asked only for a KubeadmControlPlane, whose
+ * Kubernetes version maps to the nearest etcd installed here.
+ */
+export function loadManifestFile(path: string, installedEtcd: () => readonly string[]): LoadedManifest {
+  const doc = parseManifestText(readManifestFile(path), path);
+  if (isKubeadmControlPlane(doc)) return { kind: 'KubeadmControlPlane', ...convertKubeadmControlPlane(doc, installedEtcd()) };
+  return { kind: 'ControlPlane', manifest: validateControlPlane(doc), notes: [], warnings: [] };
+}
