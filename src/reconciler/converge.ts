@@ -68,6 +68,8 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
         if (result.outcome !== 'LeaseLost') return { outcome: result.outcome, generation, passes, settledAt };
         options.onNote?.('another fastplane process took the lease over; following its work');
       } catch (error) {
+        // Deleted under this run (`down --force` fenced it out): an answer, not a failure.
+        if (keeper.lost && !(await store.getControlPlane(cluster))) return { outcome: 'Deleted', generation, passes, settledAt };
         if (options.onFailureUnderLease && !keeper.lost) await options.onFailureUnderLease(error, keeper.writer);
         throw error;
       } finally {

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after } from 'node:test';
@@ -67,7 +67,9 @@ export class CliEnv {
 
   /** Rows of one table straight from the state dir's SQLite file, read-only (tests read beside a running CLI). */
   private rows<T>(sql: string, ...params: string[]): T[] {
-    const db = new Database(join(this.stateDir, 'fastplane.db'), { readonly: true, fileMustExist: true });
+    const path = join(this.stateDir, 'fastplane.db');
+    if (!existsSync(path)) return [];
+    const db = new Database(path, { readonly: true, fileMustExist: true });
     try {
       db.pragma('busy_timeout = 5000');
       return db
