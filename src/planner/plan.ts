@@ -3,6 +3,8 @@ import { keepsQuorum, quorum } from '../domain/quorum.ts';
 import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
 import { conditionsFor } from './conditions.ts';
 import { preflightForAdd } from './preflight.ts';
+import { removal } from './removal.ts';
+import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
 import type {
   CreateMachine,
   Decision,
@@ -24,28 +26,6 @@ export const MEMBER_RESTART_BACKOFF_MS = 2000;
 
 /** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
 export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
-
-/** Plan state shared by the steps of one plan() call. */
-interface Step {
-  view: ClusterView;
-  /** Machines failed before or in this decision, by name. */
-  failed: Set<string>;
-  /** Machines picked for deletion before or in this decision. */
-  leaving: Set<string>;
-  waits: Wait[];
-  blocked?: Wait;
-}
-
-const nameOf = (m: ObservedMachine): string => m.record.name;
-const byOrdinal = (a: ObservedMachine, b: ObservedMachine): number => a.record.ordinal - b.record.ordinal;
-
-function isGone(step: Step, machine: ObservedMachine): boolean {
-  return step.failed.has(nameOf(machine)) || step.leaving.has(nameOf(machine));
-}
-
-function activeMachines(step: Step): ObservedMachine[] {
-  return step.view.observed.machines.filter((m) => !isGone(step, m));
-}
 
 /**
  * Remediation limits as KCP applies them: a sequence of failures within minHealthyPeriod counts
@@ -133,11 +113,6 @@ function victimCandidate(step: Step, machine: ObservedMachine): VictimCandidate 
   };
   if (machine.record.failureDomain !== undefined) candidate.failureDomain = machine.record.failureDomain;
   return candidate;
-}
-
-function isReadyVoter(view: ClusterView, machine: ObservedMachine): boolean {
-  const member = view.memberOf(machine);
-  return member !== undefined && view.isHealthyVoter(member);
 }
 
 /** Scale down and rollout: which machines to let go now. Their member removals then go one at a time. */
@@ -235,50 +210,6 @@ function teardowns(step: Step): MachineAction[] {
     actions.push({ kind: 'DeleteMachine', machine: nameOf(machine), reason: step.failed.has(nameOf(machine)) ? 'Remediation' : 'NoLongerNeeded' });
   }
   return actions;
-}
-
-function removal(step: Step, member: ObservedMember, reason: string, machine: ObservedMachine | undefined): MembershipAction | undefined {
-  const { view } = step;
-  const who = machine ? nameOf(machine) : `member ${member.id}`;
-  if (member.isLearner) {
-    return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...(machine ? { machine: nameOf(machine) } : {}) };
-  }
-  if (view.voters.length <= 1) {
-    step.waits.push({ code: 'LastVoter', message: `not removing ${who}: it is the last voter`, ...(machine ? { machine: nameOf(machine) } : {}) });
-    return undefined;
-  }
-  if (member.id === view.leaderId) {
-    const target = leaderTarget(step, member);
-    if (!target) {
-      step.waits.push({ code: 'NoLeaderTarget', message: `${who} leads and no healthy voter can take over` });
-      return undefined;
-    }
-    const targetMachine = view.machineOf(target);
-    return { kind: 'MoveLeader', fromMemberId: member.id, toMemberId: target.id, machine: targetMachine ? nameOf(targetMachine) : target.id, reason: `Before${reason}` };
-  }
-  const healthyDelta = view.isHealthyVoter(member) ? -1 : 0;
-  if (!keepsQuorum(view.voters.length, view.healthyVoters.length, -1, healthyDelta)) {
-    step.waits.push({
-      code: 'QuorumWouldBreak',
-      message: `removing ${who} would leave ${String(view.healthyVoters.length + healthyDelta)} healthy of ${String(view.voters.length - 1)} voters (quorum ${String(quorum(view.voters.length - 1))})`,
-    });
-    return undefined;
-  }
-  return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...(machine ? { machine: nameOf(machine) } : {}) };
-}
-
-/** The healthiest up-to-date voter that is staying: where leadership goes before a removal. */
-function leaderTarget(step: Step, from: ObservedMember): ObservedMember | undefined {
-  const { view } = step;
-  const staying = view.healthyVoters.filter((m) => {
-    const machine = view.machineOf(m);
-    return m.id !== from.id && machine !== undefined && !isGone(step, machine);
-  });
-  const rank = (m: ObservedMember): number => {
-    const machine = view.machineOf(m);
-    return (machine && view.isOutdated(machine) ? 1000 : 0) + (machine?.record.ordinal ?? 0) / 1000;
-  };
-  return [...staying].sort((a, b) => rank(a) - rank(b))[0];
 }
 
 function repair(step: Step): MembershipAction | undefined {

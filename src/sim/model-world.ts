@@ -66,6 +66,8 @@ interface ModelMember {
   caughtUpAt: number;
   publishedAt?: number;
   stalledAtIndex?: number;
+  /** A follower that has not heard of the new leader yet: its status names `leaderId` until `until`. */
+  staleLeader?: { leaderId: string; until: number };
 }
 
 /**
@@ -82,6 +84,10 @@ interface ModelCluster {
   leaderId: string | undefined;
   /** No leader until this time (election in progress). */
   electionUntil: number;
+  /** When leaderId took over (it leads from max(leaderSince, electionUntil) on). */
+  leaderSince: number;
+  /** When the last leader stopped leading (undefined: never led, or led since its bootstrap). */
+  leaderLostAt?: number;
   baseIndex: number;
   createdAt: number;
   maxLearners: number;
@@ -179,6 +185,7 @@ export class ModelWorld {
       for (const member of cluster.members.values()) {
         consider(member.caughtUpAt);
         consider(member.publishedAt);
+        consider(member.staleLeader?.until);
         if (member.connectedSince !== undefined) consider(member.connectedSince + this.timings.peerHealthGateMs);
       }
       for (const removedAt of cluster.removedPeerURLs.values()) consider(removedAt + 1000);
@@ -211,6 +218,25 @@ export class ModelWorld {
     const machine = this.machineNamed(name);
     const found = machine ? this.memberOfMachine(machine) : undefined;
     if (found?.member.isLearner) found.member.stalledAtIndex = Math.max(0, this.raftIndex(found.state) - 1);
+  }
+
+  /**
+   * Leadership passes to `to`'s member (an election after a network hiccup), and `laggard`'s member
+   * keeps naming the old leader for `forMs`: a follower that has not heard of the new term yet. The
+   * controller then sees voters disagree about the leader while the model knows the truth.
+   */
+  transferLeadership(to: string, laggard: string, forMs: number): void {
+    const target = this.machineNamed(to);
+    const found = target ? this.memberOfMachine(target) : undefined;
+    if (!found || found.member.isLearner || !this.isRunning(found.state, found.member)) return;
+    const { state, member } = found;
+    const old = this.currentLeader(state);
+    if (old === undefined || old === member.id) return;
+    state.leaderId = member.id;
+    state.leaderSince = this.clock.now();
+    const behind = this.machineNamed(laggard);
+    const lagging = behind ? this.memberOfMachine(behind) : undefined;
+    if (lagging?.state === state && lagging.member.id !== member.id) lagging.member.staleLeader = { leaderId: old, until: this.clock.now() + forMs };
   }
 
   raiseAlarm(owner: string, alarm: EtcdAlarm): void {
@@ -391,6 +417,7 @@ export class ModelWorld {
       members: new Map([[id, member]]),
       leaderId: id,
       electionUntil: now + this.timings.electionMs,
+      leaderSince: now,
       baseIndex: 4,
       createdAt: now,
       maxLearners: launch.maxLearners,
@@ -502,10 +529,12 @@ export class ModelWorld {
     if (leader && !leader.isLearner && this.isRunning(state, leader) && this.hasQuorum(state)) return;
     const wasLed = state.leaderId !== undefined;
     state.leaderId = undefined;
+    if (wasLed) state.leaderLostAt = this.clock.now();
     if (!this.hasQuorum(state)) return;
     const next = this.runningVoters(state).sort((a, b) => (a.id < b.id ? -1 : 1))[0];
     if (!next) return;
     state.leaderId = next.id;
+    state.leaderSince = this.clock.now();
     if (wasLed || leader) state.electionUntil = this.clock.now() + this.timings.electionMs;
   }
 
@@ -628,6 +657,7 @@ export class ModelWorld {
   removeMember(endpoints: readonly string[], memberId: string): void {
     const { state, member: via } = this.voterEndpoint(endpoints);
     const member = state.members.get(memberId);
+    if (member && !member.isLearner) this.checkLeaderBeforeRemoval(state, member);
     if (member && !member.isLearner) {
       const rest = this.voters(state).filter((m) => m.id !== memberId);
       if (rest.filter((m) => m.publishedAt !== undefined).length < quorum(rest.length)) {
@@ -658,6 +688,27 @@ export class ModelWorld {
     if (via.id === memberId) fail('ServerStopped', 'etcdserver: server stopped');
   }
 
+  /**
+   * Invariant 5 against the truth: a voter removal is requested neither for the leader nor while the
+   * cluster has no leader. Only what the controller could have seen counts: a leader that took over,
+   * or a leader lost, within the last few call latencies may postdate the controller's observation
+   * (a status read, the alarm read, the removal call itself).
+   */
+  private checkLeaderBeforeRemoval(state: ModelCluster, member: ModelMember): void {
+    const now = this.clock.now();
+    const stale = 3 * this.timings.callLatency.maxMs;
+    const leader = this.currentLeader(state);
+    if (leader === undefined) {
+      const since = state.leaderLostAt ?? state.createdAt;
+      if (now - since > stale) this.violations.push({ at: now, rule: 'invariant-5', detail: `removal of voter ${member.id} requested while the cluster has had no leader for ${String(now - since)} ms` });
+      return;
+    }
+    const leading = now - Math.max(state.leaderSince, state.electionUntil);
+    if (leader === member.id && leading > stale) {
+      this.violations.push({ at: now, rule: 'invariant-5', detail: `removal of the leader ${member.id} (leading for ${String(leading)} ms) requested without moving leadership first` });
+    }
+  }
+
   moveLeader(leaderEndpoint: string, targetId: string): void {
     const { state, member } = this.endpoint(leaderEndpoint);
     if (member.isLearner) fail('LearnerRpc', 'etcdserver: rpc not supported for learner');
@@ -667,6 +718,7 @@ export class ModelWorld {
     // Raft cannot hand leadership to a member that does not answer; etcd gives up after a timeout.
     if (!this.isRunning(state, target)) fail('Timeout', 'etcdserver: request timed out, leader transfer took too long');
     state.leaderId = targetId;
+    state.leaderSince = this.clock.now();
   }
 
   status(endpoint: string): EtcdMemberStatus {
@@ -677,7 +729,8 @@ export class ModelWorld {
     if (member.isLearner && now < member.caughtUpAt && member.stalledAtIndex === undefined) fail('Timeout', 'context deadline exceeded');
     const index = this.raftIndex(state);
     const applied = member.stalledAtIndex ?? index;
-    const leader = this.hasQuorum(state) ? this.currentLeader(state) : undefined;
+    const stale = member.staleLeader !== undefined && now < member.staleLeader.until ? member.staleLeader.leaderId : undefined;
+    const leader = stale ?? (this.hasQuorum(state) ? this.currentLeader(state) : undefined);
     return {
       memberId: member.id,
       leaderId: leader ?? '0',

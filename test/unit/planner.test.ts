@@ -437,6 +437,45 @@ describe('planner: scale down', () => {
     assert.deepEqual(machinesOf(after, 'DeleteMachine'), []);
   });
 
+  test('removes a voter or moves leadership only while every answering voter names the same leader', () => {
+    // Scale 5 -> 3 picks t-1 and t-2. Leadership just moved to t-2, a victim; t-5 has not heard yet
+    // and still names t-1. Taken at its word by either side, the planner would remove the real
+    // leader (believing t-1) or send MoveLeader to a member that no longer leads (believing t-2).
+    const stale = (leader: string) => {
+      const c = healthyCluster(5, { leader });
+      c.machines[0] = machine('t-1', { phase: 'Voter', deleteRequested: true });
+      c.machines[1] = machine('t-2', { phase: 'Voter', deleteRequested: true });
+      c.members[4] = voter('t-5', { leader: memberIdOf('t-1') });
+      return observed(c);
+    };
+    for (const [name, o] of [
+      ['t-5 names the old leader t-1, the others t-2', stale('t-2')],
+      ['t-5 names t-1, the others t-3', stale('t-3')],
+    ] as const) {
+      const d = decide(o);
+      assert.equal(d.membershipAction, undefined, name);
+      const wait = waitOf(d, 'LeaderUnknown');
+      assert.equal(wait.machine, 't-1', name);
+      assert.match(wait.message, /^not removing t-1 until the voters agree on a leader \(.*t-5 names t-1/, name);
+    }
+    // Once t-5 agrees, leadership moves off t-2 first, and only then t-1 leaves.
+    const agreed = stale('t-2');
+    if (agreed.members.ok) agreed.members.list[4] = voter('t-5', { leader: memberIdOf('t-2') });
+    assert.equal(decide(agreed).membershipAction?.kind, 'RemoveMember', 't-1 does not lead: it goes first');
+    assert.equal(waitCodes(decide(agreed)).includes('LeaderUnknown'), false);
+
+    // A voter naming no leader (mid-election, or cut off) contradicts nobody: the rest still agree.
+    const c = healthyCluster(5);
+    c.machines[3] = machine('t-4', { phase: 'Voter', deleteRequested: true });
+    c.members[4] = voter('t-5', { leader: '0', errors: ['etcdserver: no leader'] });
+    assert.equal(decide(observed(c), spec({ replicas: 4 })).membershipAction?.kind, 'RemoveMember');
+    // A learner has no vote and never leads: it leaves whatever the voters say.
+    const l = healthyCluster(3);
+    l.members[2] = voter('t-3', { leader: memberIdOf('t-2') });
+    const withLearner = observed({ machines: [...l.machines, machine('t-4', { phase: 'Learner', failed: true })], members: [...l.members, learner('t-4')] });
+    assert.equal(decide(withLearner).membershipAction?.kind, 'RemoveMember');
+  });
+
   test('does not remove a voter when the projected quorum would break', () => {
     const c = healthyCluster(3);
     c.machines[1] = machine('t-2', { phase: 'Voter', deleteRequested: true });
