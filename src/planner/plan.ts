@@ -1,12 +1,13 @@
-import { spreadOverFailureDomains } from '../domain/failure-domains.ts';
+import type { RemediationRecord } from '../domain/machine.ts';
 import { keepsQuorum, quorum } from '../domain/quorum.ts';
+import { nextRemediation } from '../domain/remediation.ts';
 import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
 import { conditionsFor } from './conditions.ts';
+import { creations } from './creation.ts';
 import { preflightForAdd } from './preflight.ts';
 import { removal } from './removal.ts';
 import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
 import type {
-  CreateMachine,
   Decision,
   MachineAction,
   MarkMachineFailed,
@@ -31,14 +32,13 @@ export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } 
  * Remediation limits as KCP applies them: a sequence of failures within minHealthyPeriod counts
  * retries; retries wait retryPeriod apart and stop at maxRetry. Returns a wait when not allowed now.
  */
-function remediationGate(step: Step): Wait | undefined {
-  const { spec, observed, now } = step.view;
-  const last = observed.lastRemediation;
+function remediationGate(step: Step, last: RemediationRecord | undefined): Wait | undefined {
+  const { spec, now } = step.view;
   if (!last || now - last.at >= spec.remediation.minHealthyPeriodMs) return undefined;
   if (now - last.at < spec.remediation.retryPeriodMs) {
     return { code: 'RemediationDeferred', message: `last remediation (${last.machine}) was less than retryPeriod ago` };
   }
-  if (spec.remediation.maxRetry !== undefined && last.retryCount >= spec.remediation.maxRetry) {
+  if (last.retryCount >= spec.remediation.maxRetry) {
     return { code: 'CannotBeRemediated', message: `remediation retried ${String(last.retryCount)} times (maxRetry ${String(spec.remediation.maxRetry)})` };
   }
   return undefined;
@@ -80,20 +80,28 @@ function learnerFailure(step: Step, machine: ObservedMachine): { reason: string;
 }
 
 function detectFailures(step: Step): MarkMachineFailed[] {
+  const { view } = step;
   const marks: MarkMachineFailed[] = [];
+  // Each mark is a remediation, counted as the executor will record it: several failures found in one
+  // pass are retries of one sequence, so maxRetry holds within a pass too.
+  let last = view.observed.lastRemediation;
   for (const machine of [...step.view.observed.machines].sort(byOrdinal)) {
     if (isGone(step, machine)) continue;
     const failure = failureOf(step, machine);
     if (!failure) continue;
-    // Provisioning failures are replaced at once; health-based remediation obeys KCP's retry limits.
-    const gate = failure.reason === 'ProvisioningFailed' || failure.reason === 'MachineMissing' ? undefined : remediationGate(step);
+    // Failed provisioning obeys KCP's retry limits like failed health: a provider that always fails
+    // would otherwise be asked for replacements forever. A machine the provider lost is replaced at once.
+    const gate = failure.reason === 'MachineMissing' ? undefined : remediationGate(step, last);
     if (gate) {
-      if (gate.code === 'CannotBeRemediated') step.blocked = { ...gate, machine: nameOf(machine) };
-      step.waits.push({ ...gate, machine: nameOf(machine) });
+      // The failure itself (for a provider, its last error) is what the user needs to act on.
+      const wait: Wait = { ...gate, message: `${gate.message}; ${nameOf(machine)}: ${failure.reason}: ${failure.message}`, machine: nameOf(machine) };
+      if (gate.code === 'CannotBeRemediated') step.blocked = wait;
+      step.waits.push(wait);
       continue;
     }
     marks.push({ kind: 'MarkMachineFailed', machine: nameOf(machine), ...failure });
     step.failed.add(nameOf(machine));
+    last = nextRemediation(last, nameOf(machine), view.now, view.spec.remediation.minHealthyPeriodMs);
   }
   return marks;
 }
@@ -143,55 +151,6 @@ function requestDeletions(step: Step): RequestMachineDeletion[] {
     step.leaving.add(v.name);
     return { kind: 'RequestMachineDeletion', machine: v.name, reason };
   });
-}
-
-function serialMayCreate(step: Step, active: readonly ObservedMachine[]): boolean {
-  const { view } = step;
-  const settled = active.every((m) => isReadyVoter(view, m));
-  // Departures are waited for only while some voter stays: when every voter is leaving or failed, the
-  // last one cannot leave (LastVoter) before a new voter joins, so waiting would deadlock.
-  const votersStay = view.voters.some((member) => {
-    const machine = view.machineOf(member);
-    return machine !== undefined && !isGone(step, machine);
-  });
-  const leavingMembers = votersStay && view.observed.machines.some((m) => isGone(step, m) && view.memberOf(m) !== undefined);
-  if (settled && view.learners.length === 0 && !leavingMembers) return true;
-  step.waits.push({ code: 'SerialWaitingForPrevious', message: 'serial strategy: waiting until every machine is a healthy voter before creating the next' });
-  return false;
-}
-
-function creations(step: Step): CreateMachine[] {
-  const { view } = step;
-  const { spec, observed } = view;
-  const actions: CreateMachine[] = [];
-  // A record written before a crash, whose provider call never happened: create it again (idempotent).
-  for (const m of observed.machines) {
-    if (!m.infra && m.record.phase === 'Pending' && !isGone(step, m)) {
-      const retry: CreateMachine = { kind: 'CreateMachine', machine: nameOf(m), ordinal: m.record.ordinal, reason: 'ResumeCreate' };
-      if (m.record.failureDomain !== undefined) retry.failureDomain = m.record.failureDomain;
-      actions.push(retry);
-    }
-  }
-  const active = activeMachines(step);
-  const rollingOut = active.some(view.isOutdated);
-  const upToDate = active.filter((m) => !view.isOutdated(m)).length;
-  const desired = spec.replicas + (rollingOut ? spec.maxSurge : 0);
-  let need = Math.min(desired - active.length, spec.replicas - upToDate);
-  if (need <= 0) return actions;
-  const provisioning = active.filter((m) => !m.infra || m.infra.state === 'Provisioning').length;
-  const room = spec.maxConcurrentProvisioning - provisioning;
-  if (room < need) step.waits.push({ code: 'ProvisioningBound', message: `${String(provisioning)} machines provisioning (maxConcurrentProvisioning ${String(spec.maxConcurrentProvisioning)})` });
-  need = Math.min(need, room);
-  if (spec.strategy === 'serial') need = serialMayCreate(step, active) && provisioning === 0 ? Math.min(need, 1) : 0;
-  const domains = spreadOverFailureDomains(spec.failureDomains, active.map((m) => m.record.failureDomain), need);
-  const reason = rollingOut ? 'RollingOut' : active.length === 0 && observed.initMachine === undefined ? 'Initialize' : 'ScaleUp';
-  domains.forEach((domain, i) => {
-    const ordinal = observed.nextOrdinal + i;
-    const action: CreateMachine = { kind: 'CreateMachine', machine: `${spec.name}-${String(ordinal)}`, ordinal, reason };
-    if (domain !== undefined) action.failureDomain = domain;
-    actions.push(action);
-  });
-  return actions;
 }
 
 /** Tear down machines that are failed or leaving and no longer have a member (invariant 5). */

@@ -1,5 +1,5 @@
 import { keepsQuorum, quorum } from '../domain/quorum.ts';
-import { isGone, nameOf, type Step } from './step.ts';
+import { byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, ObservedMember } from './types.ts';
 import { memberAnswers, type ClusterView } from './view.ts';
 
@@ -19,18 +19,20 @@ function leaderClaims(view: ClusterView): string {
   return claims.length === 0 ? 'no voter names a leader' : claims.join(', ');
 }
 
-/** The healthiest up-to-date voter that is staying: where leadership goes before a removal. */
+/**
+ * The healthiest up-to-date voter that is staying, oldest first (ordinals are reused, so by creation
+ * time, then ordinal): where leadership goes before a removal.
+ */
 function leaderTarget(step: Step, from: ObservedMember): ObservedMember | undefined {
   const { view } = step;
-  const staying = view.healthyVoters.filter((m) => {
-    const machine = view.machineOf(m);
-    return m.id !== from.id && machine !== undefined && !isGone(step, machine);
+  const staying = view.healthyVoters.flatMap((member) => {
+    const machine = view.machineOf(member);
+    return member.id !== from.id && machine !== undefined && !isGone(step, machine) ? [{ member, machine }] : [];
   });
-  const rank = (m: ObservedMember): number => {
-    const machine = view.machineOf(m);
-    return (machine && view.isOutdated(machine) ? 1000 : 0) + (machine?.record.ordinal ?? 0) / 1000;
-  };
-  return [...staying].sort((a, b) => rank(a) - rank(b))[0];
+  staying.sort(
+    (a, b) => Number(view.isOutdated(a.machine)) - Number(view.isOutdated(b.machine)) || a.machine.record.createdAt - b.machine.record.createdAt || byOrdinal(a.machine, b.machine),
+  );
+  return staying[0]?.member;
 }
 
 /**

@@ -1,9 +1,13 @@
 import type { DurationRange } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
 import { quorum } from '../domain/quorum.ts';
 import type { Clock } from '../ports/clock.ts';
 import { EtcdAdminError, type EtcdAlarm, type EtcdErrorKind, type EtcdMember, type EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import type { CreateMachineRequest, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import { drawDuration } from './random.ts';
+
+/** Machine ordinals per cluster, as on the local provider (`prefix.slot.ordinal`). */
+export const MAX_ORDINAL = 254;
 
 /**
  * Timings measured in etcd-lab.md (etcd 3.4.23 / 3.5.16, loopback, empty database) unless the caller
@@ -149,7 +153,7 @@ function parseInitialCluster(text: string): { name: string; url: string }[] {
  */
 export class ModelWorld {
   readonly machines = new Map<string, ModelMachine>();
-  /** Machines by URL (addresses are unique: a cluster slot and an ordinal never reused). */
+  /** Machines by URL (a cluster slot and an ordinal: reused only once the machine before is gone). */
   private readonly byPeerURL = new Map<string, ModelMachine>();
   private readonly byClientURL = new Map<string, ModelMachine>();
   readonly clusters = new Map<string, ModelCluster>();
@@ -158,6 +162,7 @@ export class ModelWorld {
   initCount = 0;
   /** Membership changes (add, promote, remove, move leader) in flight now (invariant 3). */
   private changesInFlight = 0;
+  private provisioningAlwaysFails = false;
 
   constructor(
     readonly clock: Clock,
@@ -199,6 +204,11 @@ export class ModelWorld {
   killMember(name: string): void {
     const machine = this.machineNamed(name);
     if (machine) this.halt(machine);
+  }
+
+  /** Every machine created from now on ends in Failed (a provider that always fails). */
+  failEveryProvisioning(): void {
+    this.provisioningAlwaysFails = true;
   }
 
   /** The machine ends in Failed instead of Provisioned (no effect once provisioned). */
@@ -261,8 +271,13 @@ export class ModelWorld {
   createMachine(request: CreateMachineRequest): MachineInfra {
     const key = `${request.cluster}/${request.name}`;
     let machine = this.machines.get(key);
+    // The local provider's limit (one loopback /24 per cluster): a cluster that never reuses an
+    // ordinal runs out of them here as it would there.
+    if (!machine && (!Number.isInteger(request.ordinal) || request.ordinal < 1 || request.ordinal > MAX_ORDINAL)) {
+      throw new InvalidInputError([`machine ordinal ${String(request.ordinal)} is out of range 1..${String(MAX_ORDINAL)} (model provider, as the local one)`]);
+    }
     if (!machine) {
-      const address = `10.${String(this.slotOf(request.cluster))}.${String(Math.floor(request.ordinal / 250))}.${String((request.ordinal % 250) + 1)}`;
+      const address = `10.${String(this.slotOf(request.cluster))}.0.${String(request.ordinal)}`;
       machine = {
         cluster: request.cluster,
         name: request.name,
@@ -270,7 +285,7 @@ export class ModelWorld {
         clientURL: `http://${address}:2379`,
         peerURL: `http://${address}:2380`,
         readyAt: this.clock.now() + drawDuration(this.timings.provisioning, this.random),
-        failProvisioning: false,
+        failProvisioning: this.provisioningAlwaysFails,
         neverStarts: false,
         running: false,
         version: '',
