@@ -51,7 +51,10 @@ const RolloutSchema = z.object({ maxSurge: z.number().int().min(0).max(9).defaul
 
 const RemediationSchema = z
   .object({
-    maxRetry: z.number().int().min(0).optional(),
+    // Remediations in a row (each within minHealthyPeriod of the last) beyond the first, before the
+    // control plane is Blocked with CannotBeRemediated: a fault that every replacement meets again (a
+    // provider that always fails) ends instead of looping until the addresses run out.
+    maxRetry: z.number().int().min(0).default(5),
     retryPeriod: duration('retryPeriod').default('0s'),
     minHealthyPeriod: duration('minHealthyPeriod').default('1h'),
     unhealthyAfter: duration('unhealthyAfter').default('10s'),

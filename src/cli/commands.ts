@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { defaultControlPlane, validateControlPlane, type ControlPlane } from '../api/control-plane.ts';
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
+import { validateVersionChange } from '../api/version-change.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
 import { plan } from '../planner/plan.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
@@ -99,6 +100,8 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
       `spec.provider.insecure: cannot change on an existing control plane (it is ${String(stored.spec.provider.insecure)}); run fastplane down ${manifest.metadata.name} first`,
     ]);
   }
+  const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, ctx.store.listMachines(manifest.metadata.name).map((m) => m.version));
+  if (versionError !== undefined) throw new InvalidInputError([versionError]);
   // A version without a binary fails here, before anything is recorded or started.
   findEtcdBinary(manifest.spec.version);
   return manifest;

@@ -13,6 +13,13 @@ function progressing(type: ConditionType, active: boolean, reason: string, waits
   return { type, status: 'True', reason, message: holding === '' ? `${reason} in progress` : `${reason} is waiting: ${holding}` };
 }
 
+/** Remediating, or why a machine that needs it cannot be remediated any more (maxRetry reached). */
+function remediating(active: boolean, waits: Wait[]): Condition {
+  const refused = waits.find((w) => w.code === 'CannotBeRemediated');
+  if (refused) return { type: 'Remediating', status: 'False', reason: refused.code, message: refused.message };
+  return progressing('Remediating', active, 'Remediating', waits);
+}
+
 export function conditionsFor(
   view: ClusterView,
   waits: Wait[],
@@ -48,6 +55,6 @@ export function conditionsFor(
     progressing('ScalingUp', growing && outdated === 0 && !sets.converged, 'ScalingUp', scaleWaits),
     progressing('ScalingDown', shrinking, 'ScalingDown', scaleWaits),
     progressing('RollingOut', outdated > 0, 'RollingOut', scaleWaits),
-    progressing('Remediating', sets.failed.size > 0, 'Remediating', waits),
+    remediating(sets.failed.size > 0, waits),
   ];
 }

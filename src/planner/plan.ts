@@ -1,10 +1,13 @@
-import { spreadOverFailureDomains } from '../domain/failure-domains.ts';
+import type { RemediationRecord } from '../domain/machine.ts';
 import { keepsQuorum, quorum } from '../domain/quorum.ts';
+import { nextRemediation } from '../domain/remediation.ts';
 import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
 import { conditionsFor } from './conditions.ts';
+import { creations } from './creation.ts';
 import { preflightForAdd } from './preflight.ts';
+import { removal } from './removal.ts';
+import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
 import type {
-  CreateMachine,
   Decision,
   MachineAction,
   MarkMachineFailed,
@@ -25,40 +28,17 @@ export const MEMBER_RESTART_BACKOFF_MS = 2000;
 /** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
 export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
 
-/** Plan state shared by the steps of one plan() call. */
-interface Step {
-  view: ClusterView;
-  /** Machines failed before or in this decision, by name. */
-  failed: Set<string>;
-  /** Machines picked for deletion before or in this decision. */
-  leaving: Set<string>;
-  waits: Wait[];
-  blocked?: Wait;
-}
-
-const nameOf = (m: ObservedMachine): string => m.record.name;
-const byOrdinal = (a: ObservedMachine, b: ObservedMachine): number => a.record.ordinal - b.record.ordinal;
-
-function isGone(step: Step, machine: ObservedMachine): boolean {
-  return step.failed.has(nameOf(machine)) || step.leaving.has(nameOf(machine));
-}
-
-function activeMachines(step: Step): ObservedMachine[] {
-  return step.view.observed.machines.filter((m) => !isGone(step, m));
-}
-
 /**
  * Remediation limits as KCP applies them: a sequence of failures within minHealthyPeriod counts
  * retries; retries wait retryPeriod apart and stop at maxRetry. Returns a wait when not allowed now.
  */
-function remediationGate(step: Step): Wait | undefined {
-  const { spec, observed, now } = step.view;
-  const last = observed.lastRemediation;
+function remediationGate(step: Step, last: RemediationRecord | undefined): Wait | undefined {
+  const { spec, now } = step.view;
   if (!last || now - last.at >= spec.remediation.minHealthyPeriodMs) return undefined;
   if (now - last.at < spec.remediation.retryPeriodMs) {
     return { code: 'RemediationDeferred', message: `last remediation (${last.machine}) was less than retryPeriod ago` };
   }
-  if (spec.remediation.maxRetry !== undefined && last.retryCount >= spec.remediation.maxRetry) {
+  if (last.retryCount >= spec.remediation.maxRetry) {
     return { code: 'CannotBeRemediated', message: `remediation retried ${String(last.retryCount)} times (maxRetry ${String(spec.remediation.maxRetry)})` };
   }
   return undefined;
@@ -100,20 +80,28 @@ function learnerFailure(step: Step, machine: ObservedMachine): { reason: string;
 }
 
 function detectFailures(step: Step): MarkMachineFailed[] {
+  const { view } = step;
   const marks: MarkMachineFailed[] = [];
+  // Each mark is a remediation, counted as the executor will record it: several failures found in one
+  // pass are retries of one sequence, so maxRetry holds within a pass too.
+  let last = view.observed.lastRemediation;
   for (const machine of [...step.view.observed.machines].sort(byOrdinal)) {
     if (isGone(step, machine)) continue;
     const failure = failureOf(step, machine);
     if (!failure) continue;
-    // Provisioning failures are replaced at once; health-based remediation obeys KCP's retry limits.
-    const gate = failure.reason === 'ProvisioningFailed' || failure.reason === 'MachineMissing' ? undefined : remediationGate(step);
+    // Failed provisioning obeys KCP's retry limits like failed health: a provider that always fails
+    // would otherwise be asked for replacements forever. A machine the provider lost is replaced at once.
+    const gate = failure.reason === 'MachineMissing' ? undefined : remediationGate(step, last);
     if (gate) {
-      if (gate.code === 'CannotBeRemediated') step.blocked = { ...gate, machine: nameOf(machine) };
-      step.waits.push({ ...gate, machine: nameOf(machine) });
+      // The failure itself (for a provider, its last error) is what the user needs to act on.
+      const wait: Wait = { ...gate, message: `${gate.message}; ${nameOf(machine)}: ${failure.reason}: ${failure.message}`, machine: nameOf(machine) };
+      if (gate.code === 'CannotBeRemediated') step.blocked = wait;
+      step.waits.push(wait);
       continue;
     }
     marks.push({ kind: 'MarkMachineFailed', machine: nameOf(machine), ...failure });
     step.failed.add(nameOf(machine));
+    last = nextRemediation(last, nameOf(machine), view.now, view.spec.remediation.minHealthyPeriodMs);
   }
   return marks;
 }
@@ -133,11 +121,6 @@ function victimCandidate(step: Step, machine: ObservedMachine): VictimCandidate 
   };
   if (machine.record.failureDomain !== undefined) candidate.failureDomain = machine.record.failureDomain;
   return candidate;
-}
-
-function isReadyVoter(view: ClusterView, machine: ObservedMachine): boolean {
-  const member = view.memberOf(machine);
-  return member !== undefined && view.isHealthyVoter(member);
 }
 
 /** Scale down and rollout: which machines to let go now. Their member removals then go one at a time. */
@@ -170,55 +153,6 @@ function requestDeletions(step: Step): RequestMachineDeletion[] {
   });
 }
 
-function serialMayCreate(step: Step, active: readonly ObservedMachine[]): boolean {
-  const { view } = step;
-  const settled = active.every((m) => isReadyVoter(view, m));
-  // Departures are waited for only while some voter stays: when every voter is leaving or failed, the
-  // last one cannot leave (LastVoter) before a new voter joins, so waiting would deadlock.
-  const votersStay = view.voters.some((member) => {
-    const machine = view.machineOf(member);
-    return machine !== undefined && !isGone(step, machine);
-  });
-  const leavingMembers = votersStay && view.observed.machines.some((m) => isGone(step, m) && view.memberOf(m) !== undefined);
-  if (settled && view.learners.length === 0 && !leavingMembers) return true;
-  step.waits.push({ code: 'SerialWaitingForPrevious', message: 'serial strategy: waiting until every machine is a healthy voter before creating the next' });
-  return false;
-}
-
-function creations(step: Step): CreateMachine[] {
-  const { view } = step;
-  const { spec, observed } = view;
-  const actions: CreateMachine[] = [];
-  // A record written before a crash, whose provider call never happened: create it again (idempotent).
-  for (const m of observed.machines) {
-    if (!m.infra && m.record.phase === 'Pending' && !isGone(step, m)) {
-      const retry: CreateMachine = { kind: 'CreateMachine', machine: nameOf(m), ordinal: m.record.ordinal, reason: 'ResumeCreate' };
-      if (m.record.failureDomain !== undefined) retry.failureDomain = m.record.failureDomain;
-      actions.push(retry);
-    }
-  }
-  const active = activeMachines(step);
-  const rollingOut = active.some(view.isOutdated);
-  const upToDate = active.filter((m) => !view.isOutdated(m)).length;
-  const desired = spec.replicas + (rollingOut ? spec.maxSurge : 0);
-  let need = Math.min(desired - active.length, spec.replicas - upToDate);
-  if (need <= 0) return actions;
-  const provisioning = active.filter((m) => !m.infra || m.infra.state === 'Provisioning').length;
-  const room = spec.maxConcurrentProvisioning - provisioning;
-  if (room < need) step.waits.push({ code: 'ProvisioningBound', message: `${String(provisioning)} machines provisioning (maxConcurrentProvisioning ${String(spec.maxConcurrentProvisioning)})` });
-  need = Math.min(need, room);
-  if (spec.strategy === 'serial') need = serialMayCreate(step, active) && provisioning === 0 ? Math.min(need, 1) : 0;
-  const domains = spreadOverFailureDomains(spec.failureDomains, active.map((m) => m.record.failureDomain), need);
-  const reason = rollingOut ? 'RollingOut' : active.length === 0 && observed.initMachine === undefined ? 'Initialize' : 'ScaleUp';
-  domains.forEach((domain, i) => {
-    const ordinal = observed.nextOrdinal + i;
-    const action: CreateMachine = { kind: 'CreateMachine', machine: `${spec.name}-${String(ordinal)}`, ordinal, reason };
-    if (domain !== undefined) action.failureDomain = domain;
-    actions.push(action);
-  });
-  return actions;
-}
-
 /** Tear down machines that are failed or leaving and no longer have a member (invariant 5). */
 function teardowns(step: Step): MachineAction[] {
   const { view } = step;
@@ -233,50 +167,6 @@ function teardowns(step: Step): MachineAction[] {
     actions.push({ kind: 'DeleteMachine', machine: nameOf(machine), reason: step.failed.has(nameOf(machine)) ? 'Remediation' : 'NoLongerNeeded' });
   }
   return actions;
-}
-
-function removal(step: Step, member: ObservedMember, reason: string, machine: ObservedMachine | undefined): MembershipAction | undefined {
-  const { view } = step;
-  const who = machine ? nameOf(machine) : `member ${member.id}`;
-  if (member.isLearner) {
-    return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...(machine ? { machine: nameOf(machine) } : {}) };
-  }
-  if (view.voters.length <= 1) {
-    step.waits.push({ code: 'LastVoter', message: `not removing ${who}: it is the last voter`, ...(machine ? { machine: nameOf(machine) } : {}) });
-    return undefined;
-  }
-  if (member.id === view.leaderId) {
-    const target = leaderTarget(step, member);
-    if (!target) {
-      step.waits.push({ code: 'NoLeaderTarget', message: `${who} leads and no healthy voter can take over` });
-      return undefined;
-    }
-    const targetMachine = view.machineOf(target);
-    return { kind: 'MoveLeader', fromMemberId: member.id, toMemberId: target.id, machine: targetMachine ? nameOf(targetMachine) : target.id, reason: `Before${reason}` };
-  }
-  const healthyDelta = view.isHealthyVoter(member) ? -1 : 0;
-  if (!keepsQuorum(view.voters.length, view.healthyVoters.length, -1, healthyDelta)) {
-    step.waits.push({
-      code: 'QuorumWouldBreak',
-      message: `removing ${who} would leave ${String(view.healthyVoters.length + healthyDelta)} healthy of ${String(view.voters.length - 1)} voters (quorum ${String(quorum(view.voters.length - 1))})`,
-    });
-    return undefined;
-  }
-  return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...(machine ? { machine: nameOf(machine) } : {}) };
-}
-
-/** The healthiest up-to-date voter that is staying: where leadership goes before a removal. */
-function leaderTarget(step: Step, from: ObservedMember): ObservedMember | undefined {
-  const { view } = step;
-  const staying = view.healthyVoters.filter((m) => {
-    const machine = view.machineOf(m);
-    return m.id !== from.id && machine !== undefined && !isGone(step, machine);
-  });
-  const rank = (m: ObservedMember): number => {
-    const machine = view.machineOf(m);
-    return (machine && view.isOutdated(machine) ? 1000 : 0) + (machine?.record.ordinal ?? 0) / 1000;
-  };
-  return [...staying].sort((a, b) => rank(a) - rank(b))[0];
 }
 
 function repair(step: Step): MembershipAction | undefined {

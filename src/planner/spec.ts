@@ -16,12 +16,12 @@ export function machineTemplateHash(cp: ControlPlane): string {
 export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
   const { spec } = cp;
   const remediation: PlannerSpec['remediation'] = {
+    maxRetry: spec.remediation.maxRetry,
     retryPeriodMs: ms(spec.remediation.retryPeriod),
     minHealthyPeriodMs: ms(spec.remediation.minHealthyPeriod),
     unhealthyAfterMs: ms(spec.remediation.unhealthyAfter),
     learnerStuckAfterMs: ms(spec.remediation.learnerStuckAfter),
   };
-  if (spec.remediation.maxRetry !== undefined) remediation.maxRetry = spec.remediation.maxRetry;
   return {
     name: cp.metadata.name,
     replicas: spec.replicas,

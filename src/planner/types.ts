@@ -14,7 +14,7 @@ export interface PlannerSpec {
   maxLearners: number;
   maxSurge: number;
   remediation: {
-    maxRetry?: number;
+    maxRetry: number;
     retryPeriodMs: number;
     minHealthyPeriodMs: number;
     unhealthyAfterMs: number;

@@ -19,7 +19,10 @@ export interface ClusterView {
   voters: ObservedMember[];
   learners: ObservedMember[];
   healthyVoters: ObservedMember[];
-  /** The leader every answering voter agrees on; undefined when unknown or disputed. */
+  /**
+   * The leader every voter that answers and names one agrees on, itself a listed voter; undefined
+   * when disputed (a stale follower still names the old leader) or named by none.
+   */
   leaderId: string | undefined;
   leaderStatus: EtcdMemberStatus | undefined;
   memberOf: (machine: ObservedMachine) => ObservedMember | undefined;
@@ -83,9 +86,13 @@ export function buildView(spec: PlannerSpec, observed: Observed, now: number): C
   };
   const voters = members.filter((m) => !m.isLearner);
   const healthyVoters = voters.filter(isHealthyVoter);
-  const leaders = new Set(healthyVoters.map((m) => answeringStatus(m)?.leaderId));
-  const leaderId = leaders.size === 1 ? [...leaders][0] : undefined;
-  const leader = members.find((m) => m.id === leaderId);
+  // Every voter whose status answered counts, also one on a machine that reports its process stopped:
+  // a claim that contradicts the others is reason enough to doubt who leads. A voter naming no leader
+  // contradicts nobody (mid-election or cut off; without a quorum naming one, quorum is lost anyway).
+  const leaders = new Set(voters.filter(memberAnswers).map((m) => answeringStatus(m)?.leaderId));
+  const named = leaders.size === 1 ? [...leaders][0] : undefined;
+  const leader = voters.find((m) => m.id === named);
+  const leaderId = leader?.id;
   return {
     spec,
     observed,

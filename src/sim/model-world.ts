@@ -1,9 +1,13 @@
 import type { DurationRange } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
 import { quorum } from '../domain/quorum.ts';
 import type { Clock } from '../ports/clock.ts';
 import { EtcdAdminError, type EtcdAlarm, type EtcdErrorKind, type EtcdMember, type EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import type { CreateMachineRequest, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import { drawDuration } from './random.ts';
+
+/** Machine ordinals per cluster, as on the local provider (`prefix.slot.ordinal`). */
+export const MAX_ORDINAL = 254;
 
 /**
  * Timings measured as docs/etcd-behaviour.md describes (etcd 3.4.23 / 3.5.16, loopback, empty database) unless the caller
@@ -66,6 +70,8 @@ interface ModelMember {
   caughtUpAt: number;
   publishedAt?: number;
   stalledAtIndex?: number;
+  /** A follower that has not heard of the new leader yet: its status names `leaderId` until `until`. */
+  staleLeader?: { leaderId: string; until: number };
 }
 
 /**
@@ -82,6 +88,10 @@ interface ModelCluster {
   leaderId: string | undefined;
   /** No leader until this time (election in progress). */
   electionUntil: number;
+  /** When leaderId took over (it leads from max(leaderSince, electionUntil) on). */
+  leaderSince: number;
+  /** When the last leader stopped leading (undefined: never led, or led since its bootstrap). */
+  leaderLostAt?: number;
   baseIndex: number;
   createdAt: number;
   maxLearners: number;
@@ -143,7 +153,7 @@ function parseInitialCluster(text: string): { name: string; url: string }[] {
  */
 export class ModelWorld {
   readonly machines = new Map<string, ModelMachine>();
-  /** Machines by URL (addresses are unique: a cluster slot and an ordinal never reused). */
+  /** Machines by URL (a cluster slot and an ordinal: reused only once the machine before is gone). */
   private readonly byPeerURL = new Map<string, ModelMachine>();
   private readonly byClientURL = new Map<string, ModelMachine>();
   readonly clusters = new Map<string, ModelCluster>();
@@ -152,6 +162,7 @@ export class ModelWorld {
   initCount = 0;
   /** Membership changes (add, promote, remove, move leader) in flight now (invariant 3). */
   private changesInFlight = 0;
+  private provisioningAlwaysFails = false;
 
   constructor(
     readonly clock: Clock,
@@ -179,6 +190,7 @@ export class ModelWorld {
       for (const member of cluster.members.values()) {
         consider(member.caughtUpAt);
         consider(member.publishedAt);
+        consider(member.staleLeader?.until);
         if (member.connectedSince !== undefined) consider(member.connectedSince + this.timings.peerHealthGateMs);
       }
       for (const removedAt of cluster.removedPeerURLs.values()) consider(removedAt + 1000);
@@ -192,6 +204,11 @@ export class ModelWorld {
   killMember(name: string): void {
     const machine = this.machineNamed(name);
     if (machine) this.halt(machine);
+  }
+
+  /** Every machine created from now on ends in Failed (a provider that always fails). */
+  failEveryProvisioning(): void {
+    this.provisioningAlwaysFails = true;
   }
 
   /** The machine ends in Failed instead of Provisioned (no effect once provisioned). */
@@ -211,6 +228,25 @@ export class ModelWorld {
     const machine = this.machineNamed(name);
     const found = machine ? this.memberOfMachine(machine) : undefined;
     if (found?.member.isLearner) found.member.stalledAtIndex = Math.max(0, this.raftIndex(found.state) - 1);
+  }
+
+  /**
+   * Leadership passes to `to`'s member (an election after a network hiccup), and `laggard`'s member
+   * keeps naming the old leader for `forMs`: a follower that has not heard of the new term yet. The
+   * controller then sees voters disagree about the leader while the model knows the truth.
+   */
+  transferLeadership(to: string, laggard: string, forMs: number): void {
+    const target = this.machineNamed(to);
+    const found = target ? this.memberOfMachine(target) : undefined;
+    if (!found || found.member.isLearner || !this.isRunning(found.state, found.member)) return;
+    const { state, member } = found;
+    const old = this.currentLeader(state);
+    if (old === undefined || old === member.id) return;
+    state.leaderId = member.id;
+    state.leaderSince = this.clock.now();
+    const behind = this.machineNamed(laggard);
+    const lagging = behind ? this.memberOfMachine(behind) : undefined;
+    if (lagging?.state === state && lagging.member.id !== member.id) lagging.member.staleLeader = { leaderId: old, until: this.clock.now() + forMs };
   }
 
   raiseAlarm(owner: string, alarm: EtcdAlarm): void {
@@ -235,8 +271,13 @@ export class ModelWorld {
   createMachine(request: CreateMachineRequest): MachineInfra {
     const key = `${request.cluster}/${request.name}`;
     let machine = this.machines.get(key);
+    // The local provider's limit (one loopback /24 per cluster): a cluster that never reuses an
+    // ordinal runs out of them here as it would there.
+    if (!machine && (!Number.isInteger(request.ordinal) || request.ordinal < 1 || request.ordinal > MAX_ORDINAL)) {
+      throw new InvalidInputError([`machine ordinal ${String(request.ordinal)} is out of range 1..${String(MAX_ORDINAL)} (model provider, as the local one)`]);
+    }
     if (!machine) {
-      const address = `10.${String(this.slotOf(request.cluster))}.${String(Math.floor(request.ordinal / 250))}.${String((request.ordinal % 250) + 1)}`;
+      const address = `10.${String(this.slotOf(request.cluster))}.0.${String(request.ordinal)}`;
       machine = {
         cluster: request.cluster,
         name: request.name,
@@ -244,7 +285,7 @@ export class ModelWorld {
         clientURL: `http://${address}:2379`,
         peerURL: `http://${address}:2380`,
         readyAt: this.clock.now() + drawDuration(this.timings.provisioning, this.random),
-        failProvisioning: false,
+        failProvisioning: this.provisioningAlwaysFails,
         neverStarts: false,
         running: false,
         version: '',
@@ -391,6 +432,7 @@ export class ModelWorld {
       members: new Map([[id, member]]),
       leaderId: id,
       electionUntil: now + this.timings.electionMs,
+      leaderSince: now,
       baseIndex: 4,
       createdAt: now,
       maxLearners: launch.maxLearners,
@@ -502,10 +544,12 @@ export class ModelWorld {
     if (leader && !leader.isLearner && this.isRunning(state, leader) && this.hasQuorum(state)) return;
     const wasLed = state.leaderId !== undefined;
     state.leaderId = undefined;
+    if (wasLed) state.leaderLostAt = this.clock.now();
     if (!this.hasQuorum(state)) return;
     const next = this.runningVoters(state).sort((a, b) => (a.id < b.id ? -1 : 1))[0];
     if (!next) return;
     state.leaderId = next.id;
+    state.leaderSince = this.clock.now();
     if (wasLed || leader) state.electionUntil = this.clock.now() + this.timings.electionMs;
   }
 
@@ -628,6 +672,7 @@ export class ModelWorld {
   removeMember(endpoints: readonly string[], memberId: string): void {
     const { state, member: via } = this.voterEndpoint(endpoints);
     const member = state.members.get(memberId);
+    if (member && !member.isLearner) this.checkLeaderBeforeRemoval(state, member);
     if (member && !member.isLearner) {
       const rest = this.voters(state).filter((m) => m.id !== memberId);
       if (rest.filter((m) => m.publishedAt !== undefined).length < quorum(rest.length)) {
@@ -658,6 +703,27 @@ export class ModelWorld {
     if (via.id === memberId) fail('ServerStopped', 'etcdserver: server stopped');
   }
 
+  /**
+   * Invariant 5 against the truth: a voter removal is requested neither for the leader nor while the
+   * cluster has no leader. Only what the controller could have seen counts: a leader that took over,
+   * or a leader lost, within the last few call latencies may postdate the controller's observation
+   * (a status read, the alarm read, the removal call itself).
+   */
+  private checkLeaderBeforeRemoval(state: ModelCluster, member: ModelMember): void {
+    const now = this.clock.now();
+    const stale = 3 * this.timings.callLatency.maxMs;
+    const leader = this.currentLeader(state);
+    if (leader === undefined) {
+      const since = state.leaderLostAt ?? state.createdAt;
+      if (now - since > stale) this.violations.push({ at: now, rule: 'invariant-5', detail: `removal of voter ${member.id} requested while the cluster has had no leader for ${String(now - since)} ms` });
+      return;
+    }
+    const leading = now - Math.max(state.leaderSince, state.electionUntil);
+    if (leader === member.id && leading > stale) {
+      this.violations.push({ at: now, rule: 'invariant-5', detail: `removal of the leader ${member.id} (leading for ${String(leading)} ms) requested without moving leadership first` });
+    }
+  }
+
   moveLeader(leaderEndpoint: string, targetId: string): void {
     const { state, member } = this.endpoint(leaderEndpoint);
     if (member.isLearner) fail('LearnerRpc', 'etcdserver: rpc not supported for learner');
@@ -667,6 +733,7 @@ export class ModelWorld {
     // Raft cannot hand leadership to a member that does not answer; etcd gives up after a timeout.
     if (!this.isRunning(state, target)) fail('Timeout', 'etcdserver: request timed out, leader transfer took too long');
     state.leaderId = targetId;
+    state.leaderSince = this.clock.now();
   }
 
   status(endpoint: string): EtcdMemberStatus {
@@ -677,7 +744,8 @@ export class ModelWorld {
     if (member.isLearner && now < member.caughtUpAt && member.stalledAtIndex === undefined) fail('Timeout', 'context deadline exceeded');
     const index = this.raftIndex(state);
     const applied = member.stalledAtIndex ?? index;
-    const leader = this.hasQuorum(state) ? this.currentLeader(state) : undefined;
+    const stale = member.staleLeader !== undefined && now < member.staleLeader.until ? member.staleLeader.leaderId : undefined;
+    const leader = stale ?? (this.hasQuorum(state) ? this.currentLeader(state) : undefined);
     return {
       memberId: member.id,
       leaderId: leader ?? '0',

@@ -176,4 +176,28 @@ describe('model: lab facts beyond the shared contract', () => {
     }
     assert.ok(elected - removedAt >= 1300 && elected - removedAt <= 1500, `elected after ${String(elected - removedAt)} ms`);
   });
+
+  test('the model knows its leader: it flags a removal of the leader, or one asked while no leader is known (invariant 5)', async () => {
+    const { clock, world, admin, cluster, rejects } = lab();
+    const nodes = await cluster(5);
+    const at = (id: string) => nodes.find((n) => n.id === id)!.infra;
+    const { leaderId } = await admin.status(nodes[0]!.infra.clientURL);
+    const others = nodes.filter((n) => n.id !== leaderId);
+    // A voter that has not heard of the new leader names the old one; the others name the new one.
+    world.transferLeadership(others[0]!.infra.name, others[1]!.infra.name, 3000);
+    assert.equal((await admin.status(others[1]!.infra.clientURL)).leaderId, leaderId);
+    assert.equal((await admin.status(others[2]!.infra.clientURL)).leaderId, others[0]!.id);
+    await clock.sleep(3000);
+    assert.equal((await admin.status(others[1]!.infra.clientURL)).leaderId, others[0]!.id, 'the laggard catches up');
+    assert.equal(world.violations.length, 0);
+    // etcd itself lets the leader go (it steps down), so the call succeeds: the model flags it.
+    await admin.removeMember([at(leaderId).clientURL], others[0]!.id);
+    assert.deepEqual(world.violations.map((v) => v.rule), ['invariant-5']);
+    assert.match(world.violations[0]!.detail, /removal of the leader/);
+    // The removed leader's process exits; while the others elect a new one, a removal is refused and flagged.
+    await clock.sleep(500);
+    await rejects(admin.removeMember([others[1]!.infra.clientURL], others[2]!.id), 'Timeout');
+    assert.deepEqual(world.violations.map((v) => v.rule), ['invariant-5', 'invariant-5']);
+    assert.match(world.violations[1]!.detail, /no leader for 500 ms/);
+  });
 });

@@ -23,7 +23,7 @@ const DEFAULT_SPEC: ControlPlane['spec'] = {
   scaleUp: { strategy: 'parallel', maxConcurrentProvisioning: 10 },
   etcd: { maxLearners: 1 },
   rollout: { maxSurge: 1 },
-  remediation: { retryPeriod: '0s', minHealthyPeriod: '1h', unhealthyAfter: '10s', learnerStuckAfter: '2m' },
+  remediation: { maxRetry: 5, retryPeriod: '0s', minHealthyPeriod: '1h', unhealthyAfter: '10s', learnerStuckAfter: '2m' },
 };
 
 function manifest(spec?: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {

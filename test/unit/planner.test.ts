@@ -58,10 +58,10 @@ describe('planner: scale up', () => {
       { name: 'empty cluster', o: observed(), s: spec(), machines: ['t-1', 't-2', 't-3'], reason: 'Initialize' },
       { name: '3 voters, 5 wanted', o: healthyObserved(3), s: spec({ replicas: 5 }), machines: ['t-4', 't-5'], reason: 'ScaleUp' },
       {
-        name: 'ordinals are never reused',
-        o: observed({ ...healthyCluster(3), nextOrdinal: 9 }),
+        name: 'freed ordinals are reused, lowest first, then fresh ones',
+        o: observed({ ...healthyCluster(3, { from: 3 }), nextOrdinal: 7, initMachine: 't-3' }),
         s: spec({ replicas: 7 }),
-        machines: ['t-9', 't-10', 't-11', 't-12'],
+        machines: ['t-1', 't-2', 't-6', 't-7'],
         reason: 'ScaleUp',
       },
     ];
@@ -76,6 +76,24 @@ describe('planner: scale up', () => {
       }
       assert.equal(d.membershipAction, undefined, c.name);
     }
+  });
+
+  test('reuses a freed ordinal only when no member and no recorded init machine can be mistaken for the new machine', () => {
+    // t-2 and t-4 were removed and deleted; t-1 was the init machine (its name is recorded for good).
+    const c = healthyCluster(2, { from: 5 });
+    c.machines.push(machine('t-3', { phase: 'Voter' }));
+    c.members.push(voter('t-3', { leader: memberIdOf('t-5') }));
+    const base = { machines: c.machines, nextOrdinal: 7, initMachine: 't-1' };
+    const cases: { name: string; o: Observed; machines: string[] }[] = [
+      { name: 'every member has its machine record: lowest free, skipping the init machine', o: observed({ ...base, members: c.members }), machines: ['t-2', 't-4'] },
+      {
+        name: 'a member whose machine record is gone may hold a freed peer URL: fresh ordinals only',
+        o: observed({ ...base, members: [...c.members, voter('t-4', { leader: memberIdOf('t-5') })] }),
+        machines: ['t-7', 't-8'],
+      },
+      { name: 'the member list cannot be read: fresh ordinals only', o: observed({ ...base, members: 'context deadline exceeded' }), machines: ['t-7', 't-8'] },
+    ];
+    for (const k of cases) assert.deepEqual(machinesOf(decide(k.o, spec({ replicas: 5 })), 'CreateMachine'), k.machines, k.name);
   });
 
   test('the first machine to finish provisioning initializes the cluster', () => {
@@ -437,6 +455,45 @@ describe('planner: scale down', () => {
     assert.deepEqual(machinesOf(after, 'DeleteMachine'), []);
   });
 
+  test('removes a voter or moves leadership only while every answering voter names the same leader', () => {
+    // Scale 5 -> 3 picks t-1 and t-2. Leadership just moved to t-2, a victim; t-5 has not heard yet
+    // and still names t-1. Taken at its word by either side, the planner would remove the real
+    // leader (believing t-1) or send MoveLeader to a member that no longer leads (believing t-2).
+    const stale = (leader: string) => {
+      const c = healthyCluster(5, { leader });
+      c.machines[0] = machine('t-1', { phase: 'Voter', deleteRequested: true });
+      c.machines[1] = machine('t-2', { phase: 'Voter', deleteRequested: true });
+      c.members[4] = voter('t-5', { leader: memberIdOf('t-1') });
+      return observed(c);
+    };
+    for (const [name, o] of [
+      ['t-5 names the old leader t-1, the others t-2', stale('t-2')],
+      ['t-5 names t-1, the others t-3', stale('t-3')],
+    ] as const) {
+      const d = decide(o);
+      assert.equal(d.membershipAction, undefined, name);
+      const wait = waitOf(d, 'LeaderUnknown');
+      assert.equal(wait.machine, 't-1', name);
+      assert.match(wait.message, /^not removing t-1 until the voters agree on a leader \(.*t-5 names t-1/, name);
+    }
+    // Once t-5 agrees, leadership moves off t-2 first, and only then t-1 leaves.
+    const agreed = stale('t-2');
+    if (agreed.members.ok) agreed.members.list[4] = voter('t-5', { leader: memberIdOf('t-2') });
+    assert.equal(decide(agreed).membershipAction?.kind, 'RemoveMember', 't-1 does not lead: it goes first');
+    assert.equal(waitCodes(decide(agreed)).includes('LeaderUnknown'), false);
+
+    // A voter naming no leader (mid-election, or cut off) contradicts nobody: the rest still agree.
+    const c = healthyCluster(5);
+    c.machines[3] = machine('t-4', { phase: 'Voter', deleteRequested: true });
+    c.members[4] = voter('t-5', { leader: '0', errors: ['etcdserver: no leader'] });
+    assert.equal(decide(observed(c), spec({ replicas: 4 })).membershipAction?.kind, 'RemoveMember');
+    // A learner has no vote and never leads: it leaves whatever the voters say.
+    const l = healthyCluster(3);
+    l.members[2] = voter('t-3', { leader: memberIdOf('t-2') });
+    const withLearner = observed({ machines: [...l.machines, machine('t-4', { phase: 'Learner', failed: true })], members: [...l.members, learner('t-4')] });
+    assert.equal(decide(withLearner).membershipAction?.kind, 'RemoveMember');
+  });
+
   test('does not remove a voter when the projected quorum would break', () => {
     const c = healthyCluster(3);
     c.machines[1] = machine('t-2', { phase: 'Voter', deleteRequested: true });
@@ -660,21 +717,44 @@ describe('planner: remediation', () => {
     }
   });
 
-  test('replaces a machine whose provisioning failed at once, even within retryPeriod', () => {
-    const c = healthyCluster(2);
-    const o = observed({
-      machines: [...c.machines, machine('t-3', { phase: 'Provisioning', infra: 'Failed', failureMessage: 'quota exceeded' })],
-      members: c.members,
-      lastRemediation: { machine: 't-9', at: NOW - 1000, retryCount: 3 },
-    });
-    const d = decide(o, spec({ remediation: { retryPeriodMs: 60_000, maxRetry: 1 } }));
+  test('a machine whose provisioning failed is replaced like other remediation: retryPeriod, then maxRetry ends in CannotBeRemediated with the provider error', () => {
+    const withFailed = (last?: NonNullable<Observed['lastRemediation']>): Observed => {
+      const c = healthyCluster(2);
+      return observed({
+        machines: [...c.machines, machine('t-3', { phase: 'Provisioning', infra: 'Failed', failureMessage: 'quota exceeded' })],
+        members: c.members,
+        ...(last ? { lastRemediation: last } : {}),
+      });
+    };
+    const s = spec({ remediation: { retryPeriodMs: 60_000, maxRetry: 2 } });
+
+    // The first failure of a sequence is replaced at once.
+    const first = decide(withFailed(), s);
     assert.deepEqual(
-      d.machineActions.filter((a) => a.kind === 'MarkMachineFailed'),
+      first.machineActions.filter((a) => a.kind === 'MarkMachineFailed'),
       [{ kind: 'MarkMachineFailed', machine: 't-3', reason: 'ProvisioningFailed', message: 'quota exceeded' }],
     );
-    assert.deepEqual(machinesOf(d, 'DeleteMachine'), ['t-3'], 'it never joined: delete at once');
-    assert.deepEqual(machinesOf(d, 'CreateMachine'), ['t-4']);
-    assert.equal(d.blocked, undefined);
+    assert.deepEqual(machinesOf(first, 'DeleteMachine'), ['t-3'], 'it never joined: delete at once');
+    assert.deepEqual(machinesOf(first, 'CreateMachine'), ['t-4']);
+    assert.equal(first.blocked, undefined);
+
+    // A retry waits retryPeriod after the last remediation.
+    const deferred = decide(withFailed({ machine: 't-2', at: NOW - 1000, retryCount: 0 }), s);
+    assert.deepEqual(machinesOf(deferred, 'MarkMachineFailed'), []);
+    assert.deepEqual(machinesOf(deferred, 'CreateMachine'), [], 'no replacement before the failed machine is given up');
+    assert.match(waitOf(deferred, 'RemediationDeferred').message, /t-3: ProvisioningFailed: quota exceeded$/);
+    assert.equal(deferred.blocked, undefined);
+
+    // maxRetry retries in the sequence: blocked, and the condition says what the provider said.
+    const exhausted = decide(withFailed({ machine: 't-2', at: NOW - 61_000, retryCount: 2 }), s);
+    assert.deepEqual(machinesOf(exhausted, 'MarkMachineFailed'), []);
+    assert.deepEqual(machinesOf(exhausted, 'CreateMachine'), []);
+    assert.equal(exhausted.blocked?.code, 'CannotBeRemediated');
+    assert.equal(exhausted.blocked.machine, 't-3');
+    assert.match(exhausted.blocked.message, /maxRetry 2.*quota exceeded/);
+    const remediating = conditionOf(exhausted, 'Remediating');
+    assert.deepEqual([remediating.status, remediating.reason], ['False', 'CannotBeRemediated']);
+    assert.match(remediating.message, /quota exceeded/);
   });
 
   test('a machine the provider lost is marked failed (MachineMissing) and its member removed', () => {

@@ -1,0 +1,35 @@
+/**
+ * etcd supports upgrading one minor version at a time and no downgrade to an older minor (3.4 and 3.5
+ * have no downgrade path; a 3.4 member exits on data written by 3.5). A rollout that breaks either
+ * rule never converges: each new member exits and is replaced, until the addresses run out. Patch
+ * releases of one minor share a storage format, so a patch change either way is a plain rollout.
+ */
+
+function minorOf(version: string): { major: number; minor: number } {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  return { major, minor };
+}
+
+function ruleBroken(from: string, to: string): string | undefined {
+  const a = minorOf(from);
+  const b = minorOf(to);
+  if (a.major !== b.major) return `cannot change the major version (${from} -> ${to})`;
+  if (b.minor < a.minor) return `cannot go down to an older minor version (${from} -> ${to}); etcd has no downgrade path, only patch releases of ${String(a.major)}.${String(a.minor)} may go down`;
+  if (b.minor > a.minor + 1) return `cannot skip a minor version (${from} -> ${to}); upgrade to ${String(a.major)}.${String(a.minor + 1)} first`;
+  return undefined;
+}
+
+/**
+ * Whether `to` may replace the stored spec version `from`: the message for `spec.version` when it may
+ * not, undefined when it may. `running` are the versions of the cluster's current machines: during a
+ * rollout some still run an older minor, and the new version must not skip past them either.
+ */
+export function validateVersionChange(from: string, to: string, running: readonly string[] = []): string | undefined {
+  const stored = ruleBroken(from, to);
+  if (stored !== undefined) return `spec.version: ${stored}`;
+  for (const current of running) {
+    const broken = ruleBroken(current, to);
+    if (broken !== undefined) return `spec.version: a machine still runs ${current} (a rollout is in progress): ${broken}`;
+  }
+  return undefined;
+}
