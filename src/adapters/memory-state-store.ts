@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import { applySpecTo, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
+import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
 import {
   FencedOutError,
   leaseIsFree,
@@ -118,7 +118,8 @@ export class MemoryStateStore implements StateStore {
             if (cp) cp = copy(patchControlPlane(cp, write.patch));
             break;
           case 'ReserveOrdinal':
-            if (cp) cp = { ...cp, nextOrdinal: Math.max(cp.nextOrdinal, write.ordinal + 1) };
+          case 'RecordRemediation':
+            if (cp) cp = deriveControlPlane(cp, write);
             break;
           case 'AppendEvent':
             events.push(copy({ ...write.event, cluster: lease.cluster }));

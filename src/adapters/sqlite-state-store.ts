@@ -4,7 +4,7 @@ import Database from 'better-sqlite3';
 import { hostname } from 'node:os';
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import { applySpecTo, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
+import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
 import {
   FencedOutError,
   leaseIsFree,
@@ -273,9 +273,10 @@ export class SqliteStateStore implements StateStore {
               if (current) this.writeControlPlane(patchControlPlane(current, write.patch));
               break;
             }
-            case 'ReserveOrdinal': {
+            case 'ReserveOrdinal':
+            case 'RecordRemediation': {
               const current = this.readControlPlane(cluster);
-              if (current) this.writeControlPlane({ ...current, nextOrdinal: Math.max(current.nextOrdinal, write.ordinal + 1) });
+              if (current) this.writeControlPlane(deriveControlPlane(current, write));
               break;
             }
             case 'AppendEvent':

@@ -100,7 +100,8 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
       `spec.provider.insecure: cannot change on an existing control plane (it is ${String(stored.spec.provider.insecure)}); run fastplane down ${manifest.metadata.name} first`,
     ]);
   }
-  const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, ctx.store.listMachines(manifest.metadata.name).map((m) => m.version));
+  const running = (await ctx.store.listMachines(manifest.metadata.name)).map((m) => m.version);
+  const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, running);
   if (versionError !== undefined) throw new InvalidInputError([versionError]);
   // A version without a binary fails here, before anything is recorded or started.
   findEtcdBinary(manifest.spec.version);

@@ -1,5 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, MachineRecord } from './machine.ts';
+import { nextRemediation } from './remediation.ts';
 
 /**
  * How a store applies writes to records: the same rules for every store implementation, so the
@@ -40,6 +41,12 @@ export function patchMachine(current: MachineRecord, set: Partial<MachineRecord>
   }
   for (const key of unset) Reflect.deleteProperty(next, key);
   return next;
+}
+
+/** Applies the writes that derive a control-plane field from its stored value (both stores share this). */
+export function deriveControlPlane(current: ControlPlaneRecord, write: { kind: 'ReserveOrdinal'; ordinal: number } | { kind: 'RecordRemediation'; machine: string; at: number; minHealthyPeriodMs: number }): ControlPlaneRecord {
+  if (write.kind === 'ReserveOrdinal') return { ...current, nextOrdinal: Math.max(current.nextOrdinal, write.ordinal + 1) };
+  return { ...current, lastRemediation: nextRemediation(current.lastRemediation, write.machine, write.at, write.minHealthyPeriodMs) };
 }
 
 /** Key order never matters to the comparison: specs from a file and from the store compare equal. */

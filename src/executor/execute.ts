@@ -163,12 +163,10 @@ async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Prom
       return deleteMachine(deps, action.machine);
     case 'MarkMachineFailed': {
       const cp = await controlPlane(deps);
-      const last = cp.lastRemediation;
-      // Failures within minHealthyPeriod of the last remediation are retries of one sequence (KCP).
-      const retry = last !== undefined && now - last.at < (parseDuration(cp.manifest.spec.remediation.minHealthyPeriod) ?? 0);
+      // Counted by the store against the stored sequence: failures marked in one pass each count.
       await deps.writer.commit(
         { kind: 'PatchMachine', name: action.machine, set: { failed: { reason: action.reason, message: action.message, at: now } } },
-        { kind: 'PatchControlPlane', patch: { lastRemediation: { machine: action.machine, at: now, retryCount: retry ? last.retryCount + 1 : 0 } } },
+        { kind: 'RecordRemediation', machine: action.machine, at: now, minHealthyPeriodMs: parseDuration(cp.manifest.spec.remediation.minHealthyPeriod) ?? 0 },
       );
       return;
     }

@@ -81,6 +81,8 @@ export type StoreWrite =
   | { kind: 'PatchControlPlane'; patch: ControlPlanePatch }
   /** Raises nextOrdinal above a machine's ordinal (concurrent creations never lower it). */
   | { kind: 'ReserveOrdinal'; ordinal: number }
+  /** Counts a remediation against the stored sequence (several in one pass each count). */
+  | { kind: 'RecordRemediation'; machine: string; at: number; minHealthyPeriodMs: number }
   | { kind: 'AppendEvent'; event: EventRecord };
 
 /** The writer's lease is gone (expired and taken over, or deleted): it must stop acting. */

@@ -171,11 +171,11 @@ describe('the leader is known before a removal (invariant 5, judged by the model
     // The model forgives a removal of a leader that took over at the very instant (the controller may
     // have observed just before); this one has led for a second.
     await sim.clock.sleep(1000);
-    sim.apply(manifestFor({ ...BASE, replicas: 3 }));
+    await sim.apply(manifestFor({ ...BASE, replicas: 3 }));
     assert.equal((await sim.run(600_000, onPass)).outcome, 'Converged');
     checker.checkWorld();
     assert.ok(waits.has('LeaderUnknown'), `the removals waited for the voters to agree (waits seen: ${[...waits].join(', ')})`);
-    const moves = sim.store.listEvents(NAME).filter((e) => e.action === 'MoveLeader');
+    const moves = sim.store.inspect(NAME).events.filter((e) => e.action === 'MoveLeader');
     assert.ok(moves.length > 0, 'leadership was moved off the victim that leads');
     assertConvergedInModel(sim, 3, BASE.version, trace.log.join(' | '));
   });

@@ -39,9 +39,9 @@ describe('limits that end loops', () => {
       sim.world.killMember(victim.machine);
       const result = await sim.run(600_000, onPass);
       assert.equal(result.outcome, 'Converged', `replacement ${String(i + 1)}: ${JSON.stringify(result.decision.waits)}`);
-      highest = Math.max(highest, ...sim.store.listMachines(NAME).map((m) => m.ordinal));
+      highest = Math.max(highest, ...sim.store.inspect(NAME).machines.map((m) => m.ordinal));
     }
-    const failed = sim.store.listEvents(NAME).filter((e) => e.action === 'MarkMachineFailed').length;
+    const failed = sim.store.inspect(NAME).events.filter((e) => e.action === 'MarkMachineFailed').length;
     assert.equal(failed, 300, 'every crash was remediated by a replacement');
     // 3 members, the failed one and its replacement, the init machine's ordinal kept out: a handful.
     assert.ok(highest <= 6, `ordinals in use reached ${String(highest)} (of ${String(MAX_ORDINAL)})`);
@@ -67,7 +67,7 @@ describe('limits that end loops', () => {
       assert.equal(remediating?.reason, 'CannotBeRemediated');
       assert.match(remediating.message, /maxRetry 3.*ProvisioningFailed: simulated provisioning failure/);
       // 1 + maxRetry remediations in the sequence, then no more machines are asked for.
-      const marks = sim.store.listEvents(NAME).filter((e) => e.action === 'MarkMachineFailed').length;
+      const marks = sim.store.inspect(NAME).events.filter((e) => e.action === 'MarkMachineFailed').length;
       assert.equal(marks, 4, `${String(marks)} machines marked failed`);
       checker.checkWorld();
     });

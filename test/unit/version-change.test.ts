@@ -8,7 +8,6 @@ import { InvalidInputError } from '../../src/api/errors.ts';
 import { validateVersionChange } from '../../src/api/version-change.ts';
 import { resolveManifest } from '../../src/cli/commands.ts';
 import { CliContext } from '../../src/cli/context.ts';
-import { applyControlPlane } from '../../src/reconciler/apply.ts';
 
 /** The refusal message; fails when the change is allowed. */
 function refusal(from: string, to: string, running?: string[]): string {
@@ -76,13 +75,13 @@ describe('the CLI refuses a version change against the stored spec (exit 2)', ()
         ['3.4.23', '3.6.0', /skip a minor/],
       ] as const) {
         const name = `v${stored.replaceAll('.', '')}`;
-        applyControlPlane(ctx.store, validateControlPlane({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec: { version: stored } }), 1);
+        await ctx.store.applySpec(validateControlPlane({ apiVersion: 'fastplane.dev/v1alpha1', kind: 'ControlPlane', metadata: { name }, spec: { version: stored } }), 1);
         // rejects() covers a resolveManifest that throws as well as one that returns a rejected promise.
         await assert.rejects(
           () => Promise.resolve().then(() => resolveManifest(ctx, { name, version: wanted })),
           (error: unknown) => error instanceof InvalidInputError && error.problems.some((p) => p.startsWith('spec.version: ') && rule.test(p)),
         );
-        assert.equal(ctx.store.getControlPlane(name)?.manifest.spec.version, stored);
+        assert.equal((await ctx.store.getControlPlane(name))?.manifest.spec.version, stored);
       }
     } finally {
       rmSync(dir, { recursive: true, force: true });
