@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BenchResult } from '../../src/cli/bench.ts';
+import type { BenchResult } from '../../src/bench/result.ts';
 import { CliEnv, pidsUnder } from '../support/cli.ts';
 
 const env = new CliEnv('127.86');

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BenchResult } from '../../src/cli/bench.ts';
+import type { BenchResult } from '../../src/bench/result.ts';
 import { CliEnv, pidsUnder } from '../support/cli.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -101,8 +101,12 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     const run = result.runs[0]!;
     assert.deepEqual(run.order, ['serial', 'parallel']);
     assert.equal(run.parallel.machines.length, 3);
-    assert.ok(result.boundSeconds <= result.parallelSeconds + 0.5, `the bound (${String(result.boundSeconds)} s) is a lower bound of parallel (${String(result.parallelSeconds)} s)`);
-    assert.ok(result.promotionLatencySeconds.parallel !== null, 'promotion latency is measured');
+    // The bound comes from a calibration on another cluster, never from the run; a run beating it is
+    // reported as a model error with its efficiency above 1, not clipped.
+    assert.ok(result.calibration.initSamplesSeconds.length >= 5 && result.calibration.joinSamplesSeconds.length >= 5, 'at least 5 calibration samples each');
+    assert.equal(run.parallel.efficiency, Math.round((run.parallel.boundSeconds / run.parallel.seconds) * 1000) / 1000);
+    assert.equal(run.parallel.modelError, run.parallel.boundSeconds > run.parallel.seconds);
+    assert.ok(result.promotionLatencySeconds.parallel !== null && result.promotionLatencyMaxSeconds.parallel !== null, 'promotion latency is measured from outside');
     // The user's cluster is untouched, bench clusters are gone with their processes and temporary dir.
     assert.deepEqual(env.controlPlanes(), ['tl']);
     assert.deepEqual(pidsUnder(join(env.stateDir, 'bench')), []);
