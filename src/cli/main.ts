@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
 import { LeaseHeldError } from '../reconciler/run.ts';
@@ -6,6 +7,9 @@ import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upComma
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
+
+// package.json sits two levels up from both src/cli/main.ts and dist/cli/main.js.
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
 const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
@@ -39,6 +43,7 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
 export function buildProgram(): Command {
   const program = new Command('fastplane')
     .description('Brings up, scales, upgrades and repairs etcd control planes: machines in parallel, membership changes one at a time.')
+    .version(version)
     .option('--state-dir <dir>', 'where records, logs and machines live (default $FASTPLANE_HOME or ~/.fastplane)')
     .option('--log-level <level>', 'log level of the log file in the state dir', 'info')
     .exitOverride()
