@@ -1,0 +1,64 @@
+/**
+ * `npm run bench:cli`: cold start of the compiled CLI (bin/fastplane.js -> dist/), as a user runs it:
+ * wall time from spawn to exit and peak RSS of `fastplane status` (no clusters: opens the state store,
+ * prints "no control planes") and `fastplane --help`, over RUNS starts each after a warm-up. JSON on
+ * stdout. Targets (issue 14): median under 300 ms, peak RSS under 80 MB, on an idle host.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hostInfo } from '../src/bench/host-info.ts';
+import { median } from '../src/bench/stats.ts';
+
+const ROOT = join(import.meta.dirname, '..');
+const RUNS = Number(process.env.FASTPLANE_BENCH_RUNS ?? 15);
+const WARMUP = 2;
+
+interface Start {
+  ms: number;
+  maxRssKiB: number;
+}
+
+async function start(args: string[], stateDir: string, rssFile: string): Promise<Start> {
+  const began = performance.now();
+  const code = await new Promise<number | null>((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', join(ROOT, 'bench/support/report-max-rss.mjs'), join(ROOT, 'bin/fastplane.js'), ...args], {
+      env: { ...process.env, FASTPLANE_HOME: stateDir, FASTPLANE_RSS_FILE: rssFile },
+      stdio: 'ignore',
+    });
+    child.on('error', reject);
+    child.on('exit', resolve);
+  });
+  const ms = performance.now() - began;
+  if (code !== 0) throw new Error(`fastplane ${args.join(' ')} exited ${String(code)}`);
+  return { ms, maxRssKiB: Number(readFileSync(rssFile, 'utf8')) };
+}
+
+async function measure(args: string[], stateDir: string): Promise<Record<string, number>> {
+  const rssFile = join(stateDir, 'rss');
+  for (let i = 0; i < WARMUP; i++) await start(args, stateDir, rssFile);
+  const starts: Start[] = [];
+  for (let i = 0; i < RUNS; i++) starts.push(await start(args, stateDir, rssFile));
+  const ms = starts.map((s) => s.ms);
+  const rssMB = starts.map((s) => s.maxRssKiB / 1024);
+  const round = (n: number, digits: number): number => Math.round(n * 10 ** digits) / 10 ** digits;
+  return {
+    runs: RUNS,
+    medianMs: round(median(ms) ?? NaN, 1),
+    minMs: round(Math.min(...ms), 1),
+    maxMs: round(Math.max(...ms), 1),
+    medianPeakRssMB: round(median(rssMB) ?? NaN, 1),
+    maxPeakRssMB: round(Math.max(...rssMB), 1),
+  };
+}
+
+const stateDir = mkdtempSync(join(tmpdir(), 'fastplane-cli-bench-'));
+try {
+  const status = await measure(['status'], stateDir);
+  const help = await measure(['--help'], stateDir);
+  const version = await measure(['--version'], stateDir);
+  process.stdout.write(`${JSON.stringify({ kind: 'fastplane-cli-bench', at: new Date().toISOString(), host: hostInfo(), node: process.version, status, help, version }, null, 2)}\n`);
+} finally {
+  rmSync(stateDir, { recursive: true, force: true });
+}
