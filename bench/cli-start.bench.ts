@@ -14,6 +14,13 @@ import { median } from '../src/bench/stats.ts';
 const ROOT = join(import.meta.dirname, '..');
 const RUNS = Number(process.env.FASTPLANE_BENCH_RUNS ?? 15);
 const WARMUP = 2;
+/**
+ * Preloaded into each measured start (node --import): writes the process's own peak RSS (KiB) to
+ * $FASTPLANE_RSS_FILE as it exits, so the figure is the whole process's, not a sample of it.
+ */
+const REPORT_MAX_RSS = `data:text/javascript,${encodeURIComponent(
+  "import { writeFileSync } from 'node:fs'; process.on('exit', () => writeFileSync(process.env.FASTPLANE_RSS_FILE, String(process.resourceUsage().maxRSS)));",
+)}`;
 
 interface Start {
   ms: number;
@@ -23,7 +30,7 @@ interface Start {
 async function start(args: string[], stateDir: string, rssFile: string): Promise<Start> {
   const began = performance.now();
   const code = await new Promise<number | null>((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', join(ROOT, 'bench/support/report-max-rss.mjs'), join(ROOT, 'bin/fastplane.js'), ...args], {
+    const child = spawn(process.execPath, ['--import', REPORT_MAX_RSS, join(ROOT, 'bin/fastplane.js'), ...args], {
       env: { ...process.env, FASTPLANE_HOME: stateDir, FASTPLANE_RSS_FILE: rssFile },
       stdio: 'ignore',
     });

@@ -75,20 +75,37 @@ export interface StrategyRun {
 export interface BenchRun {
   run: number;
   order: Strategy[];
-  serial: StrategyRun;
-  parallel: StrategyRun;
-  speedup: number;
-  efficiency: number;
+  /** Each strategy the bench ran (`--modes`). */
+  serial?: StrategyRun;
+  parallel?: StrategyRun;
+  /** serial / parallel; null unless both ran. */
+  speedup: number | null;
+  /** The parallel run's efficiency; null unless it ran. */
+  efficiency: number | null;
 }
 
+/** The headline figures, medians over runs; null for a strategy `--modes` left out. */
 export interface BenchFigures {
-  serialSeconds: number;
-  parallelSeconds: number;
-  boundSeconds: number;
-  speedup: number;
+  serialSeconds: number | null;
+  parallelSeconds: number | null;
+  boundSeconds: number | null;
+  speedup: number | null;
   /** Parallel bound / parallel seconds; above 1 is a model error (see modelErrors), never clipped. */
-  efficiency: number;
+  efficiency: number | null;
   promotionLatencySeconds: { serial: number | null; parallel: number | null };
+}
+
+/** One strategy's figures, medians over runs. */
+export interface ModeFigures {
+  seconds: number;
+  boundSeconds: number;
+  /** boundSeconds / seconds, never clipped. */
+  efficiency: number;
+  /** Against serial; null when serial did not run. */
+  speedup: number | null;
+  refusals: number;
+  /** Over every join of every run of this strategy. */
+  promotionLatency: LatencySummary;
 }
 
 export interface BenchResult extends BenchFigures {
@@ -96,15 +113,15 @@ export interface BenchResult extends BenchFigures {
   startedAt: string;
   finishedAt: string;
   host: HostInfo;
-  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null };
+  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; modes: Strategy[] };
   /** The headline figures above are these medians over runs. */
   medians: BenchFigures;
+  /** Per strategy run (`--modes`), the same figures side by side. */
+  modes: Partial<Record<Strategy, ModeFigures>>;
   /** Init and join costs measured on a throwaway cluster before the runs: the bound's inputs. */
   calibration: Calibration;
   /** Runs (of either strategy) that beat their bound. */
   modelErrors: number;
-  /** Worst promotion latency over every join of every run, per strategy. */
-  promotionLatencyMaxSeconds: { serial: number | null; parallel: number | null };
   preload: PreloadSummary | null;
   runs: BenchRun[];
 }

@@ -9,7 +9,7 @@ import { hostInfo } from './host-info.ts';
 import { summarizeRun, type RunEvidence } from './metrics.ts';
 import { preloadKeys, summarizePreload } from './preload.ts';
 import { PromotionWatcher } from './promotion-watcher.ts';
-import type { BenchFigures, BenchResult, BenchRun, Strategy, StrategyRun } from './result.ts';
+import type { BenchFigures, BenchResult, BenchRun, ModeFigures, Strategy, StrategyRun } from './result.ts';
 import { medianSeconds, ratio, seconds } from './stats.ts';
 
 /**
@@ -26,6 +26,8 @@ export interface BenchOptions {
   runs: number;
   version: string | undefined;
   timeoutMs: number;
+  /** The strategies to run, each once per run. */
+  modes: Strategy[];
 }
 
 /** How one reconcile of a spec ended (epoch ms). */
@@ -146,25 +148,43 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
   }
 }
 
+const runsOf = (runs: BenchRun[], strategy: Strategy): StrategyRun[] => runs.flatMap((r) => r[strategy] ?? []);
+
 function latencies(runs: BenchRun[], strategy: Strategy): number[] {
-  return runs.flatMap((r) => r[strategy].machines.flatMap((m) => (m.promotionLatencySeconds === null ? [] : [m.promotionLatencySeconds])));
+  return runsOf(runs, strategy).flatMap((s) => s.machines.flatMap((m) => (m.promotionLatencySeconds === null ? [] : [m.promotionLatencySeconds])));
 }
 
-function figures(runs: BenchRun[]): BenchFigures {
-  const s = medianSeconds(runs.map((r) => r.serial.seconds)) ?? 0;
-  const p = medianSeconds(runs.map((r) => r.parallel.seconds)) ?? 0;
-  const b = medianSeconds(runs.map((r) => r.parallel.boundSeconds)) ?? 0;
+const medianOf = (values: number[]): number | null => medianSeconds(values) ?? null;
+const maxOf = (values: number[]): number | null => (values.length === 0 ? null : Math.max(...values));
+
+function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefined {
+  const mine = runsOf(runs, strategy);
+  if (mine.length === 0) return undefined;
+  const secondsMedian = medianSeconds(mine.map((s) => s.seconds)) ?? 0;
+  const boundMedian = medianSeconds(mine.map((s) => s.boundSeconds)) ?? 0;
+  const serial = medianOf(runsOf(runs, 'serial').map((s) => s.seconds));
+  const all = latencies(runs, strategy);
   return {
-    serialSeconds: s,
-    parallelSeconds: p,
-    boundSeconds: b,
-    speedup: ratio(s, p),
-    efficiency: ratio(b, p),
-    promotionLatencySeconds: { serial: medianSeconds(latencies(runs, 'serial')) ?? null, parallel: medianSeconds(latencies(runs, 'parallel')) ?? null },
+    seconds: secondsMedian,
+    boundSeconds: boundMedian,
+    efficiency: ratio(boundMedian, secondsMedian),
+    speedup: serial === null ? null : ratio(serial, secondsMedian),
+    refusals: medianOf(mine.map((s) => s.refusals)) ?? 0,
+    promotionLatency: { medianSeconds: medianOf(all), maxSeconds: maxOf(all) },
   };
 }
 
-const maxOf = (values: number[]): number | null => (values.length === 0 ? null : Math.max(...values));
+function figures(modes: BenchResult['modes']): BenchFigures {
+  const { serial, parallel } = modes;
+  return {
+    serialSeconds: serial?.seconds ?? null,
+    parallelSeconds: parallel?.seconds ?? null,
+    boundSeconds: parallel?.boundSeconds ?? null,
+    speedup: parallel?.speedup ?? null,
+    efficiency: parallel?.efficiency ?? null,
+    promotionLatencySeconds: { serial: serial?.promotionLatency.medianSeconds ?? null, parallel: parallel?.promotionLatency.medianSeconds ?? null },
+  };
+}
 
 /**
  * Calibrates, then runs `options.runs` serial/parallel pairs; `active` holds the control planes up at
@@ -180,29 +200,35 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
   const runs: BenchRun[] = [];
   for (let run = 1; run <= options.runs; run++) {
     // Alternate which strategy goes first, so a warm page cache or a drifting host favours neither.
-    const order: Strategy[] = run % 2 === 1 ? ['serial', 'parallel'] : ['parallel', 'serial'];
-    const done: Partial<Record<Strategy, StrategyRun>> = {};
+    const order = run % 2 === 1 ? [...options.modes] : [...options.modes].reverse();
+    const done: BenchRun = { run, order, speedup: null, efficiency: null };
     for (const strategy of order) {
       progress(`run ${String(run)}/${String(options.runs)}, ${strategy}`);
       done[strategy] = await runStrategy(host, options, strategy, run, cal, active);
     }
-    const { serial, parallel } = done;
-    if (!serial || !parallel) throw new Error('a bench run lost a strategy');
-    runs.push({ run, order, serial, parallel, speedup: ratio(serial.seconds, parallel.seconds), efficiency: parallel.efficiency });
+    if (done.serial && done.parallel) done.speedup = ratio(done.serial.seconds, done.parallel.seconds);
+    done.efficiency = done.parallel?.efficiency ?? null;
+    runs.push(done);
   }
-  const headline = figures(runs);
-  const joined = runs.flatMap((r) => [r.serial, r.parallel]).flatMap((s) => s.machines.filter((m) => m.catchUpSeconds !== null));
+  const modes: BenchResult['modes'] = {};
+  for (const strategy of options.modes) {
+    const figuresOf = modeFigures(runs, strategy);
+    if (figuresOf) modes[strategy] = figuresOf;
+  }
+  const headline = figures(modes);
+  const everyRun = options.modes.flatMap((strategy) => runsOf(runs, strategy));
+  const joined = everyRun.flatMap((s) => s.machines.filter((m) => m.catchUpSeconds !== null));
   return {
     kind: 'fastplane-bench',
     ...headline,
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     host: host0,
-    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null },
+    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, modes: options.modes },
     medians: headline,
+    modes,
     calibration: cal,
-    modelErrors: runs.flatMap((r) => [r.serial, r.parallel]).filter((s) => s.modelError).length,
-    promotionLatencyMaxSeconds: { serial: maxOf(latencies(runs, 'serial')), parallel: maxOf(latencies(runs, 'parallel')) },
+    modelErrors: everyRun.filter((s) => s.modelError).length,
     preload: options.preloadBytes === undefined ? null : await summarizePreload(options.preloadBytes, joined),
     runs,
   };

@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import type { BenchResult, StrategyRun } from '../bench/result.ts';
+import type { BenchResult, Strategy, StrategyRun } from '../bench/result.ts';
 import { saveBenchResult } from '../bench/result.ts';
 import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../bench/runner.ts';
 import { prepareWorkDir, stopOnSignal } from '../bench/work-dir.ts';
@@ -23,8 +23,27 @@ export interface BenchFlags {
   preload?: string;
   runs: string;
   version?: string;
+  modes: string;
   timeout: string;
   output: string;
+}
+
+const STRATEGIES: readonly Strategy[] = ['serial', 'parallel'];
+
+/** `serial,parallel`, in the order given, each once. */
+function parseModes(text: string, problems: string[]): Strategy[] {
+  const modes: Strategy[] = [];
+  for (const mode of text.split(',').map((m) => m.trim())) {
+    const strategy = STRATEGIES.find((s) => s === mode);
+    if (strategy !== undefined) {
+      if (!modes.includes(strategy)) modes.push(strategy);
+    } else if (mode === 'guarded') {
+      problems.push('--modes: guarded is not available yet (it needs the guarded reconfiguration mode); use serial and/or parallel');
+    } else {
+      problems.push(`--modes: must be serial, parallel or both, comma-separated, got ${text}`);
+    }
+  }
+  return modes;
 }
 
 const MAX_PRELOAD_BYTES = 1024 ** 3;
@@ -40,7 +59,7 @@ export function parseSize(text: string): number | undefined {
 }
 
 /** Every flag checked before anything is created; each message names its flag (exit 2). */
-function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'json' | 'table' } {
+export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'json' | 'table' } {
   const problems: string[] = [];
   const replicas = /^\d+$/.test(flags.replicas) ? Number(flags.replicas) : NaN;
   if (!Number.isInteger(replicas) || replicas < 3 || replicas > 9 || replicas % 2 === 0) {
@@ -58,6 +77,7 @@ function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'json' | '
       problems.push(`--preload: must be a size from 1B to 1GiB such as 100MB or 64MiB, got ${flags.preload}`);
     }
   }
+  const modes = parseModes(flags.modes, problems);
   if (flags.output !== 'json' && flags.output !== 'table') problems.push(`-o: must be json or table, got ${flags.output}`);
   let timeoutMs = 0;
   try {
@@ -67,7 +87,7 @@ function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'json' | '
     problems.push(...error.problems);
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, output: flags.output === 'json' ? 'json' : 'table' };
+  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, output: flags.output === 'json' ? 'json' : 'table' };
 }
 
 /** The bench's view of a CliContext: the one place bench touches the state store. */
@@ -97,22 +117,17 @@ function machineTable(run: StrategyRun): string {
 function renderResult(result: BenchResult): string {
   const s = result.settings;
   const c = result.calibration;
-  const runRow = (label: string, order: string, serial: number, parallel: number, bound: number, speedup: number, efficiency: number): string[] => [label, order, fmt(serial), fmt(parallel), fmt(bound), fmt(speedup), fmt(efficiency, 3)];
+  const modeRows = Object.entries(result.modes).map(([mode, m]) => [mode, fmt(m.seconds), fmt(m.boundSeconds), fmt(m.efficiency, 3), fmt(m.speedup), String(m.refusals), fmt(m.promotionLatency.medianSeconds, 3), fmt(m.promotionLatency.maxSeconds, 3)]);
+  const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), fmt(r.serial?.seconds ?? null), fmt(r.parallel?.seconds ?? null), fmt(r.parallel?.boundSeconds ?? null), fmt(r.speedup), fmt(r.efficiency, 3)]);
   const lines = [
     `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
     `calibration (median of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s, join ${fmt(c.joinSeconds, 3)} s; add rule ${c.addRule}`,
     '',
-    renderTable(
-      [
-        ['RUN', 'ORDER', 'SERIAL s', 'PARALLEL s', 'BOUND s', 'SPEEDUP', 'EFFICIENCY'],
-        ...result.runs.map((r) => runRow(String(r.run), r.order.join(','), r.serial.seconds, r.parallel.seconds, r.parallel.boundSeconds, r.speedup, r.efficiency)),
-        runRow('med', '', result.serialSeconds, result.parallelSeconds, result.boundSeconds, result.speedup, result.efficiency),
-      ],
-      { right: [2, 3, 4, 5, 6] },
-    ),
+    renderTable([['MODE', 'SECONDS', 'BOUND s', 'EFFICIENCY', 'SPEEDUP', 'REFUSALS', 'PROMOTION MEDIAN s', 'MAX s'], ...modeRows], { right: [1, 2, 3, 4, 5, 6, 7] }),
     '',
-    `promotion latency, caught up to voter, seen from outside (median / max): serial ${fmt(result.promotionLatencySeconds.serial, 3)} / ${fmt(result.promotionLatencyMaxSeconds.serial, 3)} s, parallel ${fmt(result.promotionLatencySeconds.parallel, 3)} / ${fmt(result.promotionLatencyMaxSeconds.parallel, 3)} s`,
+    renderTable([['RUN', 'ORDER', 'SERIAL s', 'PARALLEL s', 'BOUND s', 'SPEEDUP', 'EFFICIENCY'], ...runRows], { right: [2, 3, 4, 5, 6] }),
+    'medians over runs; promotion latency = learner caught up to listed as a voter, seen from outside',
   ];
   if (result.modelErrors > 0) lines.push(`MODEL ERROR: ${String(result.modelErrors)} run(s) finished before their bound (efficiency above 1): the bound's model or calibration is wrong`);
   if (result.preload) {
@@ -123,7 +138,7 @@ function renderResult(result: BenchResult): string {
       `  first publish timed out (etcd's 7 s request timeout, the snapshot held the publish entry): ${p.publishTimeouts} learners`,
     );
   }
-  for (const strategy of ['serial', 'parallel'] as const) {
+  for (const strategy of s.modes) {
     const run = result.runs[0]?.[strategy];
     if (run) lines.push('', `run 1, ${strategy} (seconds from the start; ready = the provider's own ready time; join = AddLearner sent to PromoteLearner done):`, machineTable(run));
   }

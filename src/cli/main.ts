@@ -43,7 +43,6 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
 export function buildProgram(): Command {
   const program = new Command('fastplane')
     .description('Brings up, scales, upgrades and repairs etcd control planes: machines in parallel, membership changes one at a time.')
-    .version(version)
     .option('--state-dir <dir>', 'where records, logs and machines live (default $FASTPLANE_HOME or ~/.fastplane)')
     .option('--log-level <level>', 'log level of the log file in the state dir', 'info')
     .exitOverride()
@@ -98,6 +97,7 @@ export function buildProgram(): Command {
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 30s or a range 20s-40s', '30s')
     .option('--preload <size>', 'write this many bytes of keys (e.g. 100MB) before the joins')
     .option('--runs <n>', 'serial/parallel pairs, alternating which goes first', '1')
+    .option('--modes <list>', 'strategies to compare, comma-separated: serial,parallel', 'serial,parallel')
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
@@ -123,6 +123,11 @@ export function buildProgram(): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // Only as the first argument: after a command, --version names an etcd version (up, rollout, bench).
+  if (argv[2] === '--version' || argv[2] === '-V') {
+    process.stdout.write(`${version}\n`);
+    return;
+  }
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

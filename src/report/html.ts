@@ -70,22 +70,23 @@ function timelineOfRun(run: StrategyRun, end: number): Timeline {
 function comparisonHtml(bench: BenchResult): string {
   const s = bench.settings;
   const fmt = (n: number | null, digits = 1): string => (n === null ? '-' : n.toFixed(digits));
+  const parallel = bench.modes.parallel;
   const figures: [string, string][] = [
     ['serial (KCP order)', `${fmt(bench.serialSeconds)} s`],
     ['parallel', `${fmt(bench.parallelSeconds)} s`],
     ['critical-path bound', `${fmt(bench.boundSeconds)} s`],
     ['speedup serial / parallel', `${fmt(bench.speedup, 2)}×`],
     ['efficiency bound / parallel', fmt(bench.efficiency, 2)],
-    ['promotion latency, median / max', `${fmt(bench.promotionLatencySeconds.parallel, 3)} / ${fmt(bench.promotionLatencyMaxSeconds.parallel, 3)} s`],
+    ['promotion latency, median / max', `${fmt(parallel?.promotionLatency.medianSeconds ?? null, 3)} / ${fmt(parallel?.promotionLatency.maxSeconds ?? null, 3)} s`],
   ];
-  const bars: [string, number, string][] = [
+  const bars = ([
     ['serial', bench.serialSeconds, '#9db4cf'],
     ['parallel', bench.parallelSeconds, '#3ca55c'],
     ['bound', bench.boundSeconds, '#d4d4d8'],
-  ];
-  const longest = Math.max(...bars.map((b) => b[1]), 1);
+  ] as const).flatMap(([name, value, color]) => (value === null ? [] : [{ name, value, color }]));
+  const longest = Math.max(...bars.map((b) => b.value), 1);
   const barSvg = `<svg class="compare-bars" width="720" height="${String(bars.length * 24 + 4)}" viewBox="0 0 720 ${String(bars.length * 24 + 4)}">${bars
-    .map(([name, value, color], i) => {
+    .map(({ name, value, color }, i) => {
       const width = (value / longest) * 520;
       return `<g data-strategy="${name}"><text class="name" x="0" y="${String(i * 24 + 16)}">${name}</text><rect x="90" y="${String(i * 24 + 4)}" width="${px(Math.max(1, width))}" height="16" rx="2" fill="${color}"/><text class="value" x="${px(96 + width)}" y="${String(i * 24 + 16)}">${fmt(value)} s</text></g>`;
     })
@@ -93,14 +94,18 @@ function comparisonHtml(bench: BenchResult): string {
   const first = bench.runs[0];
   let timelines = '';
   if (first) {
-    // One time scale for both, so the widths compare.
-    const end = Math.max(first.serial.seconds, first.parallel.seconds, ...[first.serial, first.parallel].flatMap((r) => r.machines.flatMap((m) => Object.values(m.phaseTimes)))) * 1000 + 1000;
-    timelines = (['serial', 'parallel'] as const)
-      .map((strategy) => `<h3>run 1, ${strategy}: ${fmt(first[strategy].seconds)} s</h3>${renderTimelineSvg(timelineOfRun(first[strategy], end), { squeezeIdle: false, id: `bench-${strategy}` })}`)
+    const shown = s.modes.flatMap((strategy) => {
+      const run = first[strategy];
+      return run === undefined ? [] : [{ strategy, run }];
+    });
+    // One time scale for all, so the widths compare.
+    const end = Math.max(...shown.flatMap(({ run }) => [run.seconds, ...run.machines.flatMap((m) => Object.values(m.phaseTimes))])) * 1000 + 1000;
+    timelines = shown
+      .map(({ strategy, run }) => `<h3>run 1, ${strategy}: ${fmt(run.seconds)} s</h3>${renderTimelineSvg(timelineOfRun(run, end), { squeezeIdle: false, id: `bench-${strategy}` })}`)
       .join('');
   }
   const runRows = bench.runs
-    .map((r) => `<tr><td>${String(r.run)}</td><td>${r.order.join(', ')}</td><td>${fmt(r.serial.seconds)}</td><td>${fmt(r.parallel.seconds)}</td><td>${fmt(r.parallel.boundSeconds)}</td><td>${fmt(r.speedup, 2)}</td><td>${fmt(r.efficiency, 2)}</td></tr>`)
+    .map((r) => `<tr><td>${String(r.run)}</td><td>${r.order.join(', ')}</td><td>${fmt(r.serial?.seconds ?? null)}</td><td>${fmt(r.parallel?.seconds ?? null)}</td><td>${fmt(r.parallel?.boundSeconds ?? null)}</td><td>${fmt(r.speedup, 2)}</td><td>${fmt(r.efficiency, 2)}</td></tr>`)
     .join('');
   const preload = bench.preload
     ? `<p class="note">Preload ${escapeHtml(String(bench.preload.bytes))} bytes, sent to learners as ${escapeHtml(String(bench.preload.snapshotBytes))}-byte snapshots (median). Copying those bytes over a loopback TCP socket takes ${fmt(bench.preload.loopbackCopySeconds, 2)} s; learner catch-up (median) took ${fmt(bench.preload.catchUpSeconds, 2)} s to promotion, ${fmt(bench.preload.dataCatchUpSeconds, 2)} s to the snapshot applied, of which the transfer ${fmt(bench.preload.snapshotReceiveSeconds, 2)} s. First publish timed out: ${escapeHtml(bench.preload.publishTimeouts)} learners.</p>`

@@ -23,7 +23,7 @@ describe('fastplane bench --preload on real etcd', { timeout: 300_000 }, () => {
     assert.equal(preload.learnersSentSnapshot, '4/4', 'both joins of both strategies were sent a snapshot');
 
     const run = result.runs[0]!;
-    const learners = [run.serial, run.parallel].flatMap((s) => s.machines.filter((m) => m.role === 'join'));
+    const learners = [run.serial!, run.parallel!].flatMap((s) => s.machines.filter((m) => m.role === 'join'));
     assert.equal(learners.length, 4);
     for (const m of learners) {
       const snap = m.snapshot;
