@@ -33,6 +33,8 @@ export interface CalibrationWorld {
 }
 
 const POLL_MS = 20;
+/** The cluster token of the 1-member cluster initialised on machine `ordinal`. */
+export const initToken = (ordinal: number): string => `calibration-${String(ordinal)}`;
 const WAIT_MS = 60_000;
 const IN_SYNC_ENTRIES = 10;
 /** Answers that mean "not yet": the add rule, a learner not in sync, a member still starting. */
@@ -52,7 +54,8 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>): Prom
   }
 }
 
-async function machine(world: CalibrationWorld, ordinal: number): Promise<MachineInfra> {
+/** A new machine, provisioned (the calibration cluster has no provisioning delay). */
+export async function machine(world: CalibrationWorld, ordinal: number): Promise<MachineInfra> {
   const name = `calibration-${String(ordinal)}`;
   await world.provider.create({ cluster: world.cluster, name, ordinal });
   return until(`${name} provisioned`, async () => {
@@ -62,7 +65,7 @@ async function machine(world: CalibrationWorld, ordinal: number): Promise<Machin
 }
 
 /** Starts a 1-member cluster on a new machine; returns it and how long until it served. */
-async function initSample(world: CalibrationWorld, ordinal: number): Promise<{ infra: MachineInfra; seconds: number }> {
+export async function initSample(world: CalibrationWorld, ordinal: number): Promise<{ infra: MachineInfra; seconds: number }> {
   const infra = await machine(world, ordinal);
   const started = Date.now();
   await world.provider.startMember(world.cluster, infra.name, {
@@ -70,15 +73,18 @@ async function initSample(world: CalibrationWorld, ordinal: number): Promise<{ i
     version: world.version,
     initialCluster: `${infra.name}=${infra.peerURL}`,
     initialClusterState: 'new',
-    clusterToken: `calibration-${String(ordinal)}`,
+    clusterToken: initToken(ordinal),
     maxLearners: 1,
   });
   await until(`${infra.name} serving`, async () => ((await world.admin.status(infra.clientURL)).leaderId !== '0' ? true : undefined));
   return { infra, seconds: seconds(Date.now() - started) };
 }
 
-/** Adds, starts, waits in sync and promotes a learner on a new machine; AddLearner accepted to promoted. */
-async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string): Promise<number> {
+/**
+ * Adds (retrying while etcd's rule refuses), starts, waits in sync and promotes a learner on a new
+ * machine; returns AddLearner accepted to promoted. `token` is the leader's cluster token.
+ */
+export async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string): Promise<number> {
   const infra = await machine(world, ordinal);
   let started = 0;
   const { member, members } = await until('the learner add accepted', async () => {
@@ -110,7 +116,7 @@ export async function calibrate(world: CalibrationWorld, samples = 5): Promise<C
   }
   if (leader === undefined) throw new Error('calibration needs at least one sample');
   const joins: number[] = [];
-  for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, `calibration-${String(samples)}`));
+  for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, initToken(samples)));
   return {
     version: world.version,
     addRule: addRuleFor(world.version),
