@@ -7,7 +7,7 @@ const impureGlobals = ['process', 'console', 'setTimeout', 'setInterval', 'setIm
 }));
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.cache/**', 'eslint.config.js', 'bin/**'] },
+  { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'eslint.config.js', 'bin/**'] },
   eslint.configs.recommended,
   ...tseslint.configs.strictTypeChecked,
   {

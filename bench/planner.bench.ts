@@ -8,7 +8,8 @@
  * Figures only, no assertions: a slow CI host must not fail a build over them.
  */
 import { defaultControlPlane, type ControlPlane } from '../src/api/control-plane.ts';
-import { hostInfo, median } from '../src/cli/bench.ts';
+import { hostInfo } from '../src/bench/host-info.ts';
+import { median } from '../src/bench/stats.ts';
 import { plan } from '../src/planner/plan.ts';
 import { toPlannerSpec } from '../src/planner/spec.ts';
 import type { Observed } from '../src/planner/types.ts';

@@ -73,6 +73,16 @@ interface MachineFile {
   deleteAt?: number;
 }
 
+/** A machine as the provider's own file records it (epoch ms). */
+export interface MachineFacts {
+  name: string;
+  clientURL: string;
+  peerURL: string;
+  createdAt: number;
+  /** When the provider let the machine finish provisioning. */
+  readyAt: number;
+}
+
 /** Fails with InvalidInputError when address:port cannot be bound (taken, or not a local address). */
 export async function assertAddressFree(address: string, port: number): Promise<void> {
   const server = createServer();
@@ -296,6 +306,16 @@ export class LocalProcessProvider implements InfraProvider {
     const dir = join(this.clusterDir(cluster), 'machines');
     if (!existsSync(dir)) return [];
     return (await readdir(dir)).sort();
+  }
+
+  /**
+   * What the provider itself recorded about each machine, read without side effects (describe may
+   * finish a deletion): benchmarks take provisioning from the provider's own ready time, not from
+   * when a reconcile pass happened to see it, and watch members by these URLs.
+   */
+  async machineFacts(cluster: string): Promise<MachineFacts[]> {
+    const files = await Promise.all((await this.machineNames(cluster)).map((name) => this.read(cluster, name)));
+    return files.flatMap((m) => (m === undefined ? [] : [{ name: m.name, clientURL: m.clientURL, peerURL: m.peerURL, createdAt: m.createdAt, readyAt: m.readyAt }]));
   }
 
   private args(machine: MachineFile, dataDir: string, launch: MemberLaunch): string[] {

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
 import { benchCommand } from './bench.ts';
@@ -7,6 +8,9 @@ import { convertCommand } from './convert.ts';
 import { eventsCommand } from './events.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
+
+// package.json sits two levels up from both src/cli/main.ts and dist/cli/main.js.
+const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
 
 const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
 const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
@@ -100,6 +104,7 @@ export function buildProgram(): Command {
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 30s or a range 20s-40s', '30s')
     .option('--preload <size>', 'write this many bytes of keys (e.g. 100MB) before the joins')
     .option('--runs <n>', 'serial/parallel pairs, alternating which goes first', '1')
+    .option('--modes <list>', 'strategies to compare, comma-separated: serial,parallel', 'serial,parallel')
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
@@ -133,6 +138,11 @@ export function buildProgram(): Command {
 }
 
 export async function main(argv: string[]): Promise<void> {
+  // Only as the first argument: after a command, --version names an etcd version (up, rollout, bench).
+  if (argv[2] === '--version' || argv[2] === '-V') {
+    process.stdout.write(`${version}\n`);
+    return;
+  }
   const program = buildProgram();
   try {
     await program.parseAsync(argv);

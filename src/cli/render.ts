@@ -1,22 +1,17 @@
 import { stringify as toYaml } from 'yaml';
 import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
+import { renderTable } from './table.ts';
 
 export type OutputFormat = 'table' | 'json' | 'yaml';
-
-function pad(rows: string[][]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
-}
 
 function table(doc: ControlPlaneStatusDocument): string {
   const s = doc.status;
   const head = `${doc.name}: ${s.phase}  voters ${String(s.voters)}/${String(s.replicas)}  learners ${String(s.learners)}  leader ${s.leader ?? '-'}  version ${doc.spec.version}`;
-  const machines = pad([
+  const machines = renderTable([
     ['MACHINE', 'PHASE', 'ROLE', 'MEMBER ID', 'CLIENT URL', 'VERSION', 'DOMAIN'],
     ...s.machines.map((m) => [m.name, m.phase, m.role ?? '-', m.memberId ?? '-', m.clientURL ?? '-', m.version, m.failureDomain ?? '-']),
   ]);
-  const conditions = pad([['CONDITION', 'STATUS', 'REASON', 'MESSAGE'], ...s.conditions.map((c) => [c.type, c.status, c.reason, c.message])]);
+  const conditions = renderTable([['CONDITION', 'STATUS', 'REASON', 'MESSAGE'], ...s.conditions.map((c) => [c.type, c.status, c.reason, c.message])]);
   return [head, '', machines, '', conditions].join('\n');
 }
 

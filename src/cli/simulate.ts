@@ -5,6 +5,7 @@ import { compareScenarios } from '../sim/scenarios.ts';
 import { parseOutput } from './commands.ts';
 import { loadManifestForCli } from './manifest-file.ts';
 import { scenarioTable } from './scenario-table.ts';
+import { renderTable } from './table.ts';
 
 export interface SimulateFlags {
   file?: string;
@@ -20,9 +21,9 @@ function positiveInt(flag: string, text: string, max: number): number {
   return Number(text);
 }
 
-function row(stats: StrategyStats): string {
-  const f = (ms: number): string => (Number.isNaN(ms) ? '-' : formatDuration(ms)).padStart(8);
-  return `${stats.strategy.padEnd(9)}${f(stats.p50)}${f(stats.p90)}${f(stats.p99)}${f(stats.min)}${f(stats.max)}   ${String(stats.converged)}/${String(stats.runs)}`;
+function row(stats: StrategyStats): string[] {
+  const f = (ms: number): string => (Number.isNaN(ms) ? '-' : formatDuration(ms));
+  return [stats.strategy, f(stats.p50), f(stats.p90), f(stats.p99), f(stats.min), f(stats.max), `${String(stats.converged)}/${String(stats.runs)}`];
 }
 
 function table(result: StrategyComparison, wallMs: number): string {
@@ -30,9 +31,7 @@ function table(result: StrategyComparison, wallMs: number): string {
   const range = minMs === maxMs ? formatDuration(minMs) : `${formatDuration(minMs)}-${formatDuration(maxMs)}`;
   return [
     `${String(result.replicas)} members, provisioning ${range}, ${String(result.runs)} runs per strategy (virtual time, etcd timings measured on 3.4.23/3.5.16)`,
-    `strategy      p50     p90     p99     min     max   converged`,
-    row(result.parallel),
-    row(result.serial),
+    renderTable([['STRATEGY', 'P50', 'P90', 'P99', 'MIN', 'MAX', 'CONVERGED'], row(result.parallel), row(result.serial)], { right: [1, 2, 3, 4, 5, 6] }),
     `speedup (serial p50 / parallel p50): ${result.speedup.toFixed(2)}x   simulated in ${(wallMs / 1000).toFixed(1)} s`,
   ].join('\n');
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BenchResult } from '../../src/cli/bench.ts';
+import type { BenchResult } from '../../src/bench/result.ts';
 import { CliEnv, pidsUnder } from '../support/cli.ts';
 
 const env = new CliEnv('127.86');
@@ -23,7 +23,7 @@ describe('fastplane bench --preload on real etcd', { timeout: 300_000 }, () => {
     assert.equal(preload.learnersSentSnapshot, '4/4', 'both joins of both strategies were sent a snapshot');
 
     const run = result.runs[0]!;
-    const learners = [run.serial, run.parallel].flatMap((s) => s.machines.filter((m) => m.role === 'join'));
+    const learners = [run.serial!, run.parallel!].flatMap((s) => s.machines.filter((m) => m.role === 'join'));
     assert.equal(learners.length, 4);
     for (const m of learners) {
       const snap = m.snapshot;

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BenchResult } from '../../src/cli/bench.ts';
+import type { BenchResult } from '../../src/bench/result.ts';
 import { CliEnv, pidsUnder } from '../support/cli.ts';
 
 const env = new CliEnv('127.85');
@@ -97,15 +97,23 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     assert.equal(bench.code, 0, bench.stderr);
     const result = JSON.parse(bench.stdout) as BenchResult;
     for (const key of ['serialSeconds', 'parallelSeconds', 'boundSeconds', 'speedup', 'efficiency'] as const) {
-      assert.ok(result[key] > 0, `${key} is measured (${String(result[key])})`);
+      assert.ok((result[key] ?? 0) > 0, `${key} is measured (${String(result[key])})`);
       assert.equal(result.medians[key], result[key], `${key} is the median of one run`);
     }
     assert.equal(result.runs.length, 1);
     const run = result.runs[0]!;
     assert.deepEqual(run.order, ['serial', 'parallel']);
-    assert.equal(run.parallel.machines.length, 3);
-    assert.ok(result.boundSeconds <= result.parallelSeconds + 0.5, `the bound (${String(result.boundSeconds)} s) is a lower bound of parallel (${String(result.parallelSeconds)} s)`);
-    assert.ok(result.promotionLatencySeconds.parallel !== null, 'promotion latency is measured');
+    const parallel = run.parallel!;
+    assert.equal(parallel.machines.length, 3);
+    assert.deepEqual(Object.keys(result.modes), ['serial', 'parallel'], 'both default modes, side by side');
+    // The bound comes from a calibration on another cluster, never from the run; a run beating it is
+    // reported as a model error with its efficiency above 1, not clipped.
+    assert.ok(result.calibration.initSamplesSeconds.length >= 5 && result.calibration.joinSamplesSeconds.length >= 5, 'at least 5 calibration samples each');
+    assert.equal(parallel.efficiency, Math.round((parallel.boundSeconds / parallel.seconds) * 1000) / 1000);
+    assert.equal(parallel.modelError, parallel.boundSeconds > parallel.seconds);
+    const latency = result.modes.parallel?.promotionLatency;
+    assert.ok(latency?.medianSeconds != null && latency.maxSeconds != null, 'promotion latency is measured from outside');
+    assert.equal(result.promotionLatencySeconds.parallel, latency.medianSeconds);
     // The user's cluster is untouched, bench clusters are gone with their processes and temporary dir.
     assert.deepEqual(env.controlPlanes(), ['tl']);
     assert.deepEqual(pidsUnder(join(env.stateDir, 'bench')), []);

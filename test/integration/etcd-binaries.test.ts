@@ -17,6 +17,12 @@ test('finds Debian 3.4.23 and the cached 3.5.x by the version they report', () =
   assert.ok(findEtcdBinary(v35).endsWith(join(v35, 'usr', 'bin', 'etcd')));
 });
 
+test('the install script also gives etcd 3.5.30 or later (Debian testing), whose add rule differs', () => {
+  const recent = listEtcdVersions().filter((version) => /^3\.5\.(\d+)$/.test(version) && Number(version.split('.')[2]) >= 30);
+  assert.ok(recent.length > 0, `no etcd 3.5.30+ among ${listEtcdVersions().join(',')}`);
+  assert.ok(findEtcdBinary(recent[0]!).endsWith(join(recent[0]!, 'usr', 'bin', 'etcd')));
+});
+
 test('a missing version is an InvalidInputError naming it, the versions found and the install script', () => {
   assert.throws(
     () => findEtcdBinary('9.9.9'),

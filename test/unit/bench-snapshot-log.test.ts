@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { learnerSnapshotFromLog } from '../../src/cli/bench.ts';
+import { learnerSnapshotFromLog } from '../../src/bench/etcd-log.ts';
 
 // Lines of learners that caught up from a 150 MB snapshot (fields trimmed), as etcd 3.4.23 with
 // --logger zap and 3.5.16 wrote them: 3.4 stamps milliseconds, 3.5 microseconds.

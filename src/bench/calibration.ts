@@ -1,0 +1,128 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { EtcdAdminError, type EtcdAdmin } from '../ports/etcd-admin.ts';
+import type { InfraProvider, MachineInfra } from '../ports/infra-provider.ts';
+import { addRuleFor, type AddRule } from './critical-path-bound.ts';
+import { medianSeconds, seconds } from './stats.ts';
+
+/**
+ * What an init and a join cost on this host and etcd version, measured on a throwaway cluster before
+ * the runs it is used to judge, by driving etcd directly at 20 ms resolution (no reconcile loop):
+ *  - init: a 1-member cluster's process started to it answering with a leader (serving);
+ *  - join: an idle learner added, started, caught up (applied within 10 of the leader) and promoted:
+ *    AddLearner sent to PromoteLearner done. Each join grows the same cluster, so the add is retried
+ *    while etcd's add rule refuses it, and the sample starts at the add that was accepted.
+ */
+
+export interface Calibration {
+  version: string;
+  /** The add rule the bound applies for this version (see critical-path-bound.ts). */
+  addRule: AddRule;
+  initSamplesSeconds: number[];
+  joinSamplesSeconds: number[];
+  /** Medians of the samples: the bound's init and join costs. */
+  initSeconds: number;
+  joinSeconds: number;
+}
+
+export interface CalibrationWorld {
+  provider: InfraProvider;
+  admin: EtcdAdmin;
+  /** Provider cluster holding every calibration machine; created with no provisioning delay. */
+  cluster: string;
+  version: string;
+}
+
+const POLL_MS = 20;
+/** The cluster token of the 1-member cluster initialised on machine `ordinal`. */
+export const initToken = (ordinal: number): string => `calibration-${String(ordinal)}`;
+const WAIT_MS = 60_000;
+const IN_SYNC_ENTRIES = 10;
+/** Answers that mean "not yet": the add rule, a learner not in sync, a member still starting. */
+const NOT_YET = new Set(['UnhealthyCluster', 'NotEnoughStartedMembers', 'NotInSync', 'Unreachable', 'Timeout', 'LearnerRpc']);
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + WAIT_MS;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      if (!(error instanceof EtcdAdminError && NOT_YET.has(error.kind)) || Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`calibration: timed out waiting for ${what}`);
+    await sleep(POLL_MS);
+  }
+}
+
+/** A new machine, provisioned (the calibration cluster has no provisioning delay). */
+export async function machine(world: CalibrationWorld, ordinal: number): Promise<MachineInfra> {
+  const name = `calibration-${String(ordinal)}`;
+  await world.provider.create({ cluster: world.cluster, name, ordinal });
+  return until(`${name} provisioned`, async () => {
+    const infra = await world.provider.describe(world.cluster, name);
+    return infra?.state === 'Provisioned' ? infra : undefined;
+  });
+}
+
+/** Starts a 1-member cluster on a new machine; returns it and how long until it served. */
+export async function initSample(world: CalibrationWorld, ordinal: number): Promise<{ infra: MachineInfra; seconds: number }> {
+  const infra = await machine(world, ordinal);
+  const started = Date.now();
+  await world.provider.startMember(world.cluster, infra.name, {
+    memberName: infra.name,
+    version: world.version,
+    initialCluster: `${infra.name}=${infra.peerURL}`,
+    initialClusterState: 'new',
+    clusterToken: initToken(ordinal),
+    maxLearners: 1,
+  });
+  await until(`${infra.name} serving`, async () => ((await world.admin.status(infra.clientURL)).leaderId !== '0' ? true : undefined));
+  return { infra, seconds: seconds(Date.now() - started) };
+}
+
+/**
+ * Adds (retrying while etcd's rule refuses), starts, waits in sync and promotes a learner on a new
+ * machine; returns AddLearner accepted to promoted. `token` is the leader's cluster token.
+ */
+export async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string): Promise<number> {
+  const infra = await machine(world, ordinal);
+  let started = 0;
+  const { member, members } = await until('the learner add accepted', async () => {
+    started = Date.now();
+    return world.admin.addLearner([leader.clientURL], infra.peerURL);
+  });
+  const initialCluster = members.map((m) => `${m.id === member.id ? infra.name : m.name}=${m.peerURLs[0] ?? ''}`).join(',');
+  await world.provider.startMember(world.cluster, infra.name, { memberName: infra.name, version: world.version, initialCluster, initialClusterState: 'existing', clusterToken: token, maxLearners: 1 });
+  await until('the learner in sync', async () => {
+    const [mine, lead] = await Promise.all([world.admin.status(infra.clientURL), world.admin.status(leader.clientURL)]);
+    return mine.raftAppliedIndex >= lead.raftAppliedIndex - IN_SYNC_ENTRIES ? true : undefined;
+  });
+  await until('the promotion', async () => {
+    await world.admin.promoteLearner([leader.clientURL], member.id);
+    return true;
+  });
+  return seconds(Date.now() - started);
+}
+
+/** `samples` inits (the last one kept as the leader), then `samples` joins into its cluster. */
+export async function calibrate(world: CalibrationWorld, samples = 5): Promise<Calibration> {
+  const inits: number[] = [];
+  let leader: MachineInfra | undefined;
+  for (let i = 1; i <= samples; i++) {
+    const sample = await initSample(world, i);
+    inits.push(sample.seconds);
+    if (i < samples) await world.provider.delete(world.cluster, sample.infra.name);
+    else leader = sample.infra;
+  }
+  if (leader === undefined) throw new Error('calibration needs at least one sample');
+  const joins: number[] = [];
+  for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, initToken(samples)));
+  return {
+    version: world.version,
+    addRule: addRuleFor(world.version),
+    initSamplesSeconds: inits,
+    joinSamplesSeconds: joins,
+    initSeconds: medianSeconds(inits) ?? 0,
+    joinSeconds: medianSeconds(joins) ?? 0,
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * The critical-path lower bound of a bring-up: how soon any controller could have every machine a
+ * voter, given when the provider made each machine ready, what an init and a join cost on this host
+ * (calibrated on a separate cluster, never taken from the run being judged), and etcd's rule for when
+ * a learner may be added. Pure, so every bound can be recomputed by hand from the inputs kept with it.
+ *
+ * The model, in seconds from the start of the run:
+ *  - the first ready machine is initialised: it serves at ready + init;
+ *  - joins go one at a time (one learner at a time): an add waits for the previous promotion, for its
+ *    machine to be ready, and for the add rule; it is promoted `join` after it was added;
+ *  - a new voter counts as connected to the leader from its add, the earliest its peer link can exist,
+ *    which keeps the bound a lower bound;
+ *  - machines join in the order they became ready (all joins cost the same, so this is optimal).
+ */
+
+/**
+ * When etcd accepts a learner add (its `--strict-reconfig-check`, on by default):
+ *  - `all-voters`: every voter other than the leader connected for `connectedSeconds` (etcd 3.4, 3.5 before 3.5.30);
+ *  - `quorum-of-resulting`: a quorum of the voters after the add (the new member counted but not
+ *    connected, the leader connected) connected that long (3.5.30 and later): no wait for some adds;
+ *  - `none`: no wait (the check turned off, a controller checking health itself).
+ */
+export type AddRule = 'all-voters' | 'quorum-of-resulting' | 'none';
+
+/** etcd's HealthInterval: how long a peer must have been connected before an add is accepted. */
+export const PEER_CONNECTED_SECONDS = 5;
+
+export interface BoundInputs {
+  /** Per machine, when the provider made it ready, in seconds from the start of the run. */
+  readySeconds: number[];
+  /** Calibrated 1-member init to serving. */
+  initSeconds: number;
+  /** Calibrated idle learner add to promoted. */
+  joinSeconds: number;
+  addRule: AddRule;
+  connectedSeconds: number;
+  /** Voters already serving (connected long ago) when the run starts: 0 for a bring-up, 1 for the scale-up after a preload. */
+  existingVoters: number;
+}
+
+export interface BoundJoin {
+  /** Index into readySeconds. */
+  machine: number;
+  addAt: number;
+  promotedAt: number;
+  /** How long the add rule alone held this add back, past the learner slot and the machine being ready. */
+  ruleWaitSeconds: number;
+}
+
+export interface Bound {
+  seconds: number;
+  /** When the init member serves; null when the run starts with voters. */
+  initDoneAt: number | null;
+  joins: BoundJoin[];
+}
+
+const quorum = (members: number): number => Math.floor(members / 2) + 1;
+const round = (s: number): number => Math.round(s * 1000) / 1000;
+
+/** The earliest time the rule lets a learner be added, given when each non-leader voter connected. */
+export function addAllowedAt(rule: AddRule, connectedSince: readonly number[], connectedSeconds: number): number {
+  if (rule === 'none' || connectedSince.length === 0) return -Infinity;
+  const sorted = [...connectedSince].sort((a, b) => a - b);
+  if (rule === 'all-voters') return (sorted.at(-1) ?? -Infinity) + connectedSeconds;
+  // Voters after the add: the current ones (leader included) plus the new member, which is not connected.
+  const voters = connectedSince.length + 1;
+  const needed = Math.min(sorted.length, quorum(voters + 1) - 1);
+  return needed === 0 ? -Infinity : (sorted[needed - 1] ?? -Infinity) + connectedSeconds;
+}
+
+export function criticalPathBound(inputs: BoundInputs): Bound {
+  const ready = inputs.readySeconds.map((at, machine) => ({ at, machine })).sort((a, b) => a.at - b.at);
+  let freeAt = 0;
+  let initDoneAt: number | null = null;
+  const connectedSince: number[] = Array.from({ length: Math.max(0, inputs.existingVoters - 1) }, () => -Infinity);
+  if (inputs.existingVoters === 0) {
+    const first = ready.shift();
+    if (first === undefined) return { seconds: 0, initDoneAt: null, joins: [] };
+    initDoneAt = first.at + inputs.initSeconds;
+    freeAt = initDoneAt;
+  }
+  const joins: BoundJoin[] = [];
+  for (const { at, machine } of ready) {
+    const otherwise = Math.max(freeAt, at);
+    const addAt = Math.max(otherwise, addAllowedAt(inputs.addRule, connectedSince, inputs.connectedSeconds));
+    const promotedAt = addAt + inputs.joinSeconds;
+    joins.push({ machine, addAt: round(addAt), promotedAt: round(promotedAt), ruleWaitSeconds: round(addAt - otherwise) });
+    connectedSince.push(addAt);
+    freeAt = promotedAt;
+  }
+  return { seconds: round(freeAt), initDoneAt: initDoneAt === null ? null : round(initDoneAt), joins };
+}
+
+/** The add rule of an etcd version, with etcd's own check on (`strict`) or off. */
+export function addRuleFor(version: string, strict = true): AddRule {
+  if (!strict) return 'none';
+  const [major = 0, minor = 0, patch = 0] = version.split('.').map(Number);
+  const atLeast3530 = major > 3 || (major === 3 && (minor > 5 || (minor === 5 && patch >= 30)));
+  return atLeast3530 ? 'quorum-of-resulting' : 'all-voters';
+}

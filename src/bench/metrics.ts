@@ -1,0 +1,116 @@
+import type { EventRecord, MachinePhase, MachineRecord } from '../domain/machine.ts';
+import type { MachineFacts } from '../adapters/local-process-provider.ts';
+import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound.ts';
+import type { Calibration } from './calibration.ts';
+import { learnerSnapshotFromLog, logShowsSnapshot } from './etcd-log.ts';
+import { MEMBERSHIP_ACTIONS } from './membership.ts';
+import { promotionLatencyMs, type WatchedJoin } from './promotion-watcher.ts';
+import type { BenchMachine, Strategy, StrategyRun } from './result.ts';
+import { medianAndMax, ratio, seconds } from './stats.ts';
+
+/** Everything one strategy run left behind, read before its cluster is torn down. */
+export interface RunEvidence {
+  strategy: Strategy;
+  cluster: string;
+  /** Epoch ms the spec was applied: every figure is in seconds from here. */
+  t0: number;
+  elapsedMs: number;
+  passes: number;
+  machines: MachineRecord[];
+  events: EventRecord[];
+  /** The provider's own files, by machine name. */
+  facts: Map<string, MachineFacts>;
+  /** The outside watcher's view of each join, by peer URL. */
+  watched: Map<string, WatchedJoin>;
+  logs: Map<string, string | null>;
+  /** With a preload, the scale-up starts from one serving member: the bound starts there too. */
+  scaleFrom: { t0: number; existingVoters: number } | null;
+  stages?: StrategyRun['stages'];
+}
+
+/** Successful membership changes, oldest first. */
+function membershipOf(events: EventRecord[]): EventRecord[] {
+  return events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Succeeded').sort((a, b) => a.at - b.at);
+}
+
+function machineMetrics(record: MachineRecord, changes: EventRecord[], evidence: RunEvidence): BenchMachine {
+  const { t0 } = evidence;
+  const phases = (Object.entries(record.phaseTimes) as [MachinePhase, number][]).sort((a, b) => a[1] - b[1]);
+  const phaseTimes: BenchMachine['phaseTimes'] = {};
+  const phaseDurations: BenchMachine['phaseDurations'] = {};
+  phases.forEach(([phase, at], i) => {
+    phaseTimes[phase] = seconds(at - t0);
+    const next = phases[i + 1];
+    if (next) phaseDurations[phase] = seconds(next[1] - at);
+  });
+  const mine = changes.filter((e) => e.machine === record.name);
+  const promote = mine.find((e) => e.action === 'PromoteLearner');
+  const add = promote ? mine.filter((e) => e.action === 'AddLearner' && e.at <= promote.at).pop() : undefined;
+  const promotedAt = promote?.endedAt ?? promote?.at;
+  const { Pending: pending, Provisioned: provisioned } = record.phaseTimes;
+  const admitted = mine.find((e) => e.action === 'InitCluster' || e.action === 'AddLearner');
+  const log = evidence.logs.get(record.name) ?? null;
+  const readyAt = evidence.facts.get(record.name)?.readyAt;
+  const watched = record.peerURL === undefined ? undefined : evidence.watched.get(record.peerURL);
+  const latencyMs = watched === undefined ? null : promotionLatencyMs(watched);
+  return {
+    name: record.name,
+    role: record.role ?? null,
+    phaseTimes,
+    phaseDurations,
+    readySeconds: readyAt === undefined ? null : seconds(readyAt - t0),
+    provisioningSeconds: pending !== undefined && provisioned !== undefined ? seconds(provisioned - pending) : null,
+    gateSeconds: admitted && provisioned !== undefined ? seconds(Math.max(0, admitted.at - provisioned)) : null,
+    joinSeconds: add && promotedAt !== undefined ? seconds(promotedAt - add.at) : null,
+    promotionLatencySeconds: latencyMs === null ? null : seconds(latencyMs),
+    catchUpSeconds: add && promotedAt !== undefined ? seconds(promotedAt - (add.endedAt ?? add.at)) : null,
+    receivedSnapshot: log === null ? null : logShowsSnapshot(log),
+    snapshot: log !== null && add ? learnerSnapshotFromLog(log, add.endedAt ?? add.at) : null,
+  };
+}
+
+/** A strategy run's figures, its bound from the provider's ready times and the calibration. */
+export function summarizeRun(evidence: RunEvidence, calibration: Calibration): StrategyRun {
+  const records = [...evidence.machines].sort((a, b) => a.ordinal - b.ordinal);
+  const changes = membershipOf(evidence.events);
+  const machines = records.map((r) => machineMetrics(r, changes, evidence));
+  const scale = evidence.scaleFrom;
+  // With a preload, the bound covers the 1-member bring-up (its machine ready, then init) and the
+  // scale-up from its own start: the writes in between are not counted in the run's time either.
+  const initRecord = records.find((r) => r.role === 'init');
+  const initReadyAt = initRecord === undefined ? undefined : evidence.facts.get(initRecord.name)?.readyAt;
+  const upBound = scale === null || initReadyAt === undefined ? 0 : Math.max(0, initReadyAt - evidence.t0) / 1000 + calibration.initSeconds;
+  const boundT0 = scale?.t0 ?? evidence.t0;
+  const joining = scale === null ? records : records.filter((r) => r.role !== 'init');
+  const inputs = {
+    readySeconds: joining.flatMap((r) => {
+      const readyAt = evidence.facts.get(r.name)?.readyAt;
+      return readyAt === undefined ? [] : [seconds(Math.max(0, readyAt - boundT0))];
+    }),
+    initSeconds: calibration.initSeconds,
+    joinSeconds: calibration.joinSeconds,
+    addRule: calibration.addRule,
+    connectedSeconds: PEER_CONNECTED_SECONDS,
+    existingVoters: scale?.existingVoters ?? 0,
+  };
+  const bound = criticalPathBound(inputs);
+  const boundSeconds = seconds((upBound + bound.seconds) * 1000);
+  const runSeconds = seconds(evidence.elapsedMs);
+  const latencies = machines.flatMap((m) => (m.promotionLatencySeconds === null ? [] : [m.promotionLatencySeconds]));
+  const result: StrategyRun = {
+    strategy: evidence.strategy,
+    cluster: evidence.cluster,
+    seconds: runSeconds,
+    boundSeconds,
+    efficiency: ratio(boundSeconds, runSeconds),
+    modelError: boundSeconds > runSeconds,
+    bound: { inputs, ...bound },
+    promotionLatency: medianAndMax(latencies),
+    passes: evidence.passes,
+    refusals: evidence.events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Failed').length,
+    machines,
+    membership: changes.map((e) => ({ action: e.action ?? '', machine: e.machine ?? null, at: seconds(e.at - evidence.t0), endedAt: seconds((e.endedAt ?? e.at) - evidence.t0) })),
+  };
+  if (evidence.stages) result.stages = evidence.stages;
+  return result;
+}

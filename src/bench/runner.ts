@@ -1,0 +1,235 @@
+import type { ControlPlane } from '../api/control-plane.ts';
+import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
+import type { LocalProcessProvider, MachineFacts } from '../adapters/local-process-provider.ts';
+import type { EventRecord, MachineRecord } from '../domain/machine.ts';
+import type { Convergence } from '../reconciler/converge.ts';
+import { calibrate, type Calibration } from './calibration.ts';
+import { memberLog } from './etcd-log.ts';
+import { hostInfo } from './host-info.ts';
+import { summarizeRun, type RunEvidence } from './metrics.ts';
+import { preloadKeys, summarizePreload } from './preload.ts';
+import { PromotionWatcher } from './promotion-watcher.ts';
+import type { BenchFigures, BenchResult, BenchRun, ModeFigures, Strategy, StrategyRun } from './result.ts';
+import { medianSeconds, ratio, seconds } from './stats.ts';
+
+/**
+ * The bench itself: a calibration on a throwaway cluster, then the same control plane brought up with
+ * `serial` (Cluster API KCP's order) and `parallel` on real etcd processes, through the very reconcile
+ * path `up` uses, watched from outside by a PromotionWatcher. It reaches the CLI's state through a
+ * BenchHost, so it depends on no command code.
+ */
+
+export interface BenchOptions {
+  replicas: number;
+  provisioningDelay: string;
+  preloadBytes: number | undefined;
+  runs: number;
+  version: string | undefined;
+  timeoutMs: number;
+  /** The strategies to run, each once per run. */
+  modes: Strategy[];
+}
+
+/** How one reconcile of a spec ended (epoch ms). */
+export interface Reconciled {
+  outcome: Convergence['outcome'];
+  startedAt: number;
+  /** When the last pass observed the result: for Converged, the moment every voter was seen healthy. */
+  settledAt: number;
+  passes: number;
+}
+
+export interface SpecFields {
+  name: string;
+  replicas: number;
+  strategy?: Strategy;
+  provisioningDelay?: string;
+  version?: string;
+}
+
+/** What the bench needs from the CLI: a private state dir's specs, reconciles, records and provider. */
+export interface BenchHost {
+  readonly stateDir: string;
+  /** The validated spec (its etcd binary found) for these fields, on top of the stored one if any. */
+  manifest(fields: SpecFields): Promise<ControlPlane>;
+  reconcile(manifest: ControlPlane, timeoutMs: number): Promise<Reconciled>;
+  /** Like `fastplane down`: every member stopped by PID, data and records gone. */
+  destroy(manifest: ControlPlane): Promise<void>;
+  records(cluster: string): Promise<{ machines: MachineRecord[]; events: EventRecord[] }>;
+  provider(manifest: ControlPlane): LocalProcessProvider;
+}
+
+export class BenchRunFailed extends Error {
+  constructor(
+    readonly outcome: Convergence['outcome'],
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function mustConverge(run: Reconciled, what: string): void {
+  if (run.outcome !== 'Converged') throw new BenchRunFailed(run.outcome, `${what} ended ${run.outcome}, not Converged; see fastplane.log in the bench dir`);
+}
+
+/** An etcd client of the bench's own, apart from fastplane's: the watcher and the preload's status read. */
+function ownClient(host: BenchHost, manifest: ControlPlane): Etcd3Admin {
+  const tls = host.provider(manifest).clientTls(manifest.metadata.name);
+  return new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+}
+
+async function calibration(host: BenchHost, version: string): Promise<Calibration> {
+  const manifest = await host.manifest({ name: 'bench-calibration', replicas: 1, provisioningDelay: '0s', version });
+  const admin = ownClient(host, manifest);
+  const provider = host.provider(manifest);
+  try {
+    return await calibrate({ provider, admin, cluster: manifest.metadata.name, version });
+  } finally {
+    await admin.close();
+    await provider.destroyCluster(manifest.metadata.name);
+  }
+}
+
+async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, active: Set<ControlPlane>): Promise<StrategyRun> {
+  const name = `bench-${String(run)}-${strategy}`;
+  const spec: SpecFields = { name, strategy, replicas: options.preloadBytes === undefined ? options.replicas : 1, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
+  let manifest = await host.manifest(spec);
+  active.add(manifest);
+  const provider = host.provider(manifest);
+  const admin = ownClient(host, manifest);
+  const watcher = new PromotionWatcher(admin, async () => (await provider.machineFacts(name)).map((m) => m.clientURL));
+  watcher.start();
+  try {
+    const up = await host.reconcile(manifest, options.timeoutMs);
+    mustConverge(up, `${strategy} run ${String(run)}`);
+    let last = up;
+    let stages: StrategyRun['stages'];
+    if (options.preloadBytes !== undefined) {
+      // Method: one member first, the keys written into it, then the scale-up to N, so that every
+      // learner has to catch up `preload` bytes, as a snapshot once the writes pass the provider's
+      // snapshot count (see VALUE_BYTES). The write time is not counted.
+      const endpoints = (await provider.machineFacts(name)).map((m) => m.clientURL);
+      const writeStart = Date.now();
+      const tls = provider.clientTls(name);
+      const keys = await preloadKeys(endpoints, options.preloadBytes, tls === undefined ? undefined : readTlsCredentials(tls));
+      const preloadMs = Date.now() - writeStart;
+      const dbSize = await admin.status(endpoints[0] ?? '').then(
+        (status) => status.dbSize,
+        () => null,
+      );
+      manifest = await host.manifest({ ...spec, replicas: options.replicas });
+      last = await host.reconcile(manifest, options.timeoutMs);
+      mustConverge(last, `${strategy} run ${String(run)} (scale-up after the preload)`);
+      stages = { upSeconds: seconds(up.settledAt - up.startedAt), preloadSeconds: seconds(preloadMs), preloadKeys: keys, dbSizeBytes: dbSize, scaleSeconds: seconds(last.settledAt - last.startedAt) };
+    }
+    const watched = await watcher.stop();
+    const { machines, events } = await host.records(name);
+    const facts = new Map<string, MachineFacts>((await provider.machineFacts(name)).map((m) => [m.name, m]));
+    const evidence: RunEvidence = {
+      strategy,
+      cluster: name,
+      t0: up.startedAt,
+      elapsedMs: up.settledAt - up.startedAt + (last === up ? 0 : last.settledAt - last.startedAt),
+      passes: up.passes + (last === up ? 0 : last.passes),
+      machines,
+      events,
+      facts,
+      watched,
+      logs: new Map(machines.map((m) => [m.name, memberLog(host.stateDir, name, m.name)])),
+      scaleFrom: last === up ? null : { t0: last.startedAt, existingVoters: 1 },
+      ...(stages === undefined ? {} : { stages }),
+    };
+    return summarizeRun(evidence, cal);
+  } finally {
+    await watcher.stop();
+    await admin.close();
+    await host.destroy(manifest);
+    active.delete(manifest);
+  }
+}
+
+const runsOf = (runs: BenchRun[], strategy: Strategy): StrategyRun[] => runs.flatMap((r) => r[strategy] ?? []);
+
+function latencies(runs: BenchRun[], strategy: Strategy): number[] {
+  return runsOf(runs, strategy).flatMap((s) => s.machines.flatMap((m) => (m.promotionLatencySeconds === null ? [] : [m.promotionLatencySeconds])));
+}
+
+const medianOf = (values: number[]): number | null => medianSeconds(values) ?? null;
+const maxOf = (values: number[]): number | null => (values.length === 0 ? null : Math.max(...values));
+
+function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefined {
+  const mine = runsOf(runs, strategy);
+  if (mine.length === 0) return undefined;
+  const secondsMedian = medianSeconds(mine.map((s) => s.seconds)) ?? 0;
+  const boundMedian = medianSeconds(mine.map((s) => s.boundSeconds)) ?? 0;
+  const serial = medianOf(runsOf(runs, 'serial').map((s) => s.seconds));
+  const all = latencies(runs, strategy);
+  return {
+    seconds: secondsMedian,
+    boundSeconds: boundMedian,
+    efficiency: ratio(boundMedian, secondsMedian),
+    speedup: serial === null ? null : ratio(serial, secondsMedian),
+    refusals: medianOf(mine.map((s) => s.refusals)) ?? 0,
+    promotionLatency: { medianSeconds: medianOf(all), maxSeconds: maxOf(all) },
+  };
+}
+
+function figures(modes: BenchResult['modes']): BenchFigures {
+  const { serial, parallel } = modes;
+  return {
+    serialSeconds: serial?.seconds ?? null,
+    parallelSeconds: parallel?.seconds ?? null,
+    boundSeconds: parallel?.boundSeconds ?? null,
+    speedup: parallel?.speedup ?? null,
+    efficiency: parallel?.efficiency ?? null,
+    promotionLatencySeconds: { serial: serial?.promotionLatency.medianSeconds ?? null, parallel: parallel?.promotionLatency.medianSeconds ?? null },
+  };
+}
+
+/**
+ * Calibrates, then runs `options.runs` serial/parallel pairs; `active` holds the control planes up at
+ * any moment, for a signal handler to tear down.
+ */
+export async function runBench(host: BenchHost, options: BenchOptions, active: Set<ControlPlane>, progress: (line: string) => void): Promise<BenchResult> {
+  const startedAt = new Date();
+  const host0 = hostInfo();
+  // The spec every run uses, checked (and its etcd binary found) before any machine exists.
+  const version = (await host.manifest({ name: 'bench', replicas: options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) })).spec.version;
+  progress(`calibrating init and join on etcd ${version}`);
+  const cal = await calibration(host, version);
+  const runs: BenchRun[] = [];
+  for (let run = 1; run <= options.runs; run++) {
+    // Alternate which strategy goes first, so a warm page cache or a drifting host favours neither.
+    const order = run % 2 === 1 ? [...options.modes] : [...options.modes].reverse();
+    const done: BenchRun = { run, order, speedup: null, efficiency: null };
+    for (const strategy of order) {
+      progress(`run ${String(run)}/${String(options.runs)}, ${strategy}`);
+      done[strategy] = await runStrategy(host, options, strategy, run, cal, active);
+    }
+    if (done.serial && done.parallel) done.speedup = ratio(done.serial.seconds, done.parallel.seconds);
+    done.efficiency = done.parallel?.efficiency ?? null;
+    runs.push(done);
+  }
+  const modes: BenchResult['modes'] = {};
+  for (const strategy of options.modes) {
+    const figuresOf = modeFigures(runs, strategy);
+    if (figuresOf) modes[strategy] = figuresOf;
+  }
+  const headline = figures(modes);
+  const everyRun = options.modes.flatMap((strategy) => runsOf(runs, strategy));
+  const joined = everyRun.flatMap((s) => s.machines.filter((m) => m.catchUpSeconds !== null));
+  return {
+    kind: 'fastplane-bench',
+    ...headline,
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    host: host0,
+    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, modes: options.modes },
+    medians: headline,
+    modes,
+    calibration: cal,
+    modelErrors: everyRun.filter((s) => s.modelError).length,
+    preload: options.preloadBytes === undefined ? null : await summarizePreload(options.preloadBytes, joined),
+    runs,
+  };
+}

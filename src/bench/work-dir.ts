@@ -1,0 +1,44 @@
+import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { ControlPlane } from '../api/control-plane.ts';
+
+/**
+ * The bench dir gets its own state store and provider files; the provider picks a cluster's address
+ * slot from its own slots.json, so the slots the user's clusters hold are copied in first: bench
+ * machines then never take an address a user's member listens on.
+ */
+export function prepareWorkDir(stateDir: string): string {
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const dir = join(stateDir, 'bench', `run-${stamp}-${String(process.pid)}`);
+  mkdirSync(join(dir, 'provider'), { recursive: true });
+  const slots = join(stateDir, 'provider', 'slots.json');
+  if (existsSync(slots)) copyFileSync(slots, join(dir, 'provider', 'slots.json'));
+  return dir;
+}
+
+/**
+ * Stops the bench clusters when the user interrupts a bench: their members run detached otherwise.
+ * Twice, because the reconcile loop is still running and may restart a member the first pass stopped.
+ * Returns the function that removes the handlers.
+ */
+export function stopOnSignal(active: ReadonlySet<ControlPlane>, destroy: (manifest: ControlPlane) => Promise<void>, workDir: string): () => void {
+  const onSignal = (signal: NodeJS.Signals): void => {
+    process.stderr.write(`bench: ${signal}: stopping the bench clusters\n`);
+    const manifests = [...active];
+    const stopAll = async (): Promise<void> => {
+      await Promise.all(manifests.map(destroy));
+    };
+    void stopAll()
+      .then(stopAll)
+      .then(() => {
+        rmSync(workDir, { recursive: true, force: true });
+      })
+      .finally(() => process.exit(130));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
+}
