@@ -3,7 +3,7 @@ import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
 
 export type OutputFormat = 'table' | 'json' | 'yaml';
 
-function pad(rows: string[][]): string {
+export function pad(rows: string[][]): string {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
   return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
