@@ -12,7 +12,7 @@ import { systemClock, type Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
-import { clientTlsFiles, issueMemberCertificates, memberTlsFiles } from './local-pki.ts';
+import { clientTlsFiles, issueMemberCertificates, memberTlsFiles, renewClientCertificate } from './local-pki.ts';
 import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 import { restoreSnapshot } from './etcd-tools.ts';
 import { sha256OfFile, withLock, writeFileAtomic } from './state-files.ts';
@@ -315,6 +315,27 @@ export class LocalProcessProvider implements InfraProvider {
   /** fastplane's client credentials for the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined {
     return this.insecure ? undefined : clientTlsFiles(this.pkiDir(cluster));
+  }
+
+  /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
+  async certificateFiles(cluster: string): Promise<string[]> {
+    const members = await Promise.all((await this.machineNames(cluster)).map(async (name) => {
+      const files = memberTlsFiles(this.pkiDir(cluster), this.memberPkiDir(cluster, name));
+      return [files.certFile, files.peerCertFile];
+    }));
+    const client = clientTlsFiles(this.pkiDir(cluster));
+    return [client.caFile, client.certFile, ...members.flat()].filter((file) => existsSync(file));
+  }
+
+  /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
+  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
+    await issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true });
+  }
+
+  renewClientCertificate(cluster: string): Promise<void> {
+    return renewClientCertificate(this.pkiDir(cluster));
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */

@@ -1,7 +1,7 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { Etcd3Maintenance } from '../adapters/etcd3-maintenance.ts';
-import { readTlsCredentials } from '../adapters/etcd3-admin.ts';
+import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
 import { snapshotFileStatus } from '../adapters/etcd-tools.ts';
 import { backupsDir, listBackups, type Backup } from '../backup/backup-files.ts';
 import { BackupError, takeBackup } from '../backup/take-backup.ts';
@@ -17,14 +17,24 @@ function tableOrJson(text: string): 'table' | 'json' {
   throw new InvalidInputError([`-o: must be table or json, got ${text}`]);
 }
 
-/** The maintenance client of a control plane (its client certificate unless insecure), closed after `run`. */
-export async function withMaintenance<T>(ctx: CliContext, manifest: ControlPlane, run: (maintenance: Etcd3Maintenance) => Promise<T>): Promise<T> {
+export interface DayTwoClients {
+  admin: Etcd3Admin;
+  maintenance: Etcd3Maintenance;
+}
+
+/**
+ * Clients of a control plane for one day-2 command (its client certificate unless insecure), closed
+ * after `run`. Not the context's cached client: `restore --replace` rebuilds the cluster on the same
+ * addresses with a new CA, and a cached connection would keep trusting the old one.
+ */
+export async function withClients<T>(ctx: CliContext, manifest: ControlPlane, run: (clients: DayTwoClients) => Promise<T>): Promise<T> {
   const tls = ctx.provider(manifest).clientTls(manifest.metadata.name);
-  const maintenance = new Etcd3Maintenance(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+  const options = tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) };
+  const clients = { admin: new Etcd3Admin(options), maintenance: new Etcd3Maintenance(options) };
   try {
-    return await run(maintenance);
+    return await run(clients);
   } finally {
-    await maintenance.close();
+    await Promise.all([clients.admin.close(), clients.maintenance.close()]);
   }
 }
 
@@ -36,8 +46,8 @@ export async function clientEndpoints(ctx: CliContext, name: string): Promise<st
 async function backupOf(ctx: CliContext, manifest: ControlPlane): Promise<Backup> {
   const name = manifest.metadata.name;
   const endpoints = await clientEndpoints(ctx, name);
-  return withMaintenance(ctx, manifest, (maintenance) =>
-    takeBackup({ cluster: name, etcd: ctx.etcd(manifest), maintenance, endpoints, dir: backupsDir(ctx.stateDir, name), inspect: snapshotFileStatus, now: () => new Date() }),
+  return withClients(ctx, manifest, ({ admin, maintenance }) =>
+    takeBackup({ cluster: name, etcd: admin, maintenance, endpoints, dir: backupsDir(ctx.stateDir, name), inspect: snapshotFileStatus, now: () => new Date() }),
   );
 }
 

@@ -2,6 +2,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
 import { backupCommand, backupsCommand, restoreCommand, type RestoreFlags } from './backup-commands.ts';
 import { benchCommand } from './bench.ts';
+import { certsCommand } from './certs-commands.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
 import { convertCommand } from './convert.ts';
@@ -109,6 +110,12 @@ export function buildProgram(): Command {
     .addOption(timeout())
     .addOption(output())
     .action(async (name: string, flags: RestoreFlags) => withContext(program, (ctx) => restoreCommand(ctx, name, flags)));
+
+  program
+    .command('certs <name-or-renew> [name]')
+    .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, (ctx) => certsCommand(ctx, first, second, flags)));
 
   program
     .command('events <name>')
