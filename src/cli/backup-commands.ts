@@ -6,10 +6,14 @@ import { snapshotFileStatus } from '../adapters/etcd-tools.ts';
 import { backupsDir, listBackups, type Backup } from '../backup/backup-files.ts';
 import { BackupError, takeBackup } from '../backup/take-backup.ts';
 import { BlockedError, checkSnapshot, recordRestore } from '../dr/restore.ts';
+import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
-import { destroyUnderLease, EXIT, parseTimeout, reconcileAndReport, resolveManifest, storedManifest, type RunFlags } from './commands.ts';
+import { underLease } from '../reconciler/under-lease.ts';
+import { destroyUnderLease, EXIT, leaseOptions, parseTimeout, reconcileAndReport, resolveManifest, storedManifest, type RunFlags } from './commands.ts';
 import type { CliContext } from './context.ts';
 import { pad } from './render.ts';
+
+const LEASE_WAIT_MS = 30_000;
 
 /** `-o` of commands whose result is a record or a list: a table for people, JSON for scripts. */
 function tableOrJson(text: string): 'table' | 'json' {
@@ -36,6 +40,24 @@ export async function withClients<T>(ctx: CliContext, manifest: ControlPlane, ru
   } finally {
     await Promise.all([clients.admin.close(), clients.maintenance.close()]);
   }
+}
+
+/**
+ * Runs day-2 work (`certs renew`, `maintain`) holding the cluster's lease, so no reconcile runs at the
+ * same time, with its own clients. A holder that keeps the lease, or a safety gate the work hits
+ * (BlockedError), is an error line and exit 3; undefined is returned then.
+ */
+export async function underLeaseWithClients<T>(ctx: CliContext, manifest: ControlPlane, what: string, work: (clients: DayTwoClients, writer: FencedWriter) => Promise<T>): Promise<T | undefined> {
+  const name = manifest.metadata.name;
+  try {
+    const result = await underLease(ctx.store, name, leaseOptions(name, { waitMs: LEASE_WAIT_MS, force: false }), (writer) => withClients(ctx, manifest, (clients) => work(clients, writer)));
+    if (result.done) return result.value;
+    process.stderr.write(`error: another fastplane process still reconciles ${name}; ${what} not done\n`);
+  } catch (error) {
+    if (!(error instanceof BlockedError)) throw error;
+    process.stderr.write(`error: ${what} of ${name} stopped: ${error.message}\n`);
+  }
+  return undefined;
 }
 
 /** Client URLs of the control plane's machines on record: where the member list is asked for. */

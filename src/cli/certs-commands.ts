@@ -1,18 +1,14 @@
 import { InvalidInputError } from '../api/errors.ts';
 import { describeCertificate, type CertificateInfo } from '../adapters/local-pki.ts';
-import type { ControlPlaneRecord } from '../domain/machine.ts';
 import { launchFor } from '../executor/execute.ts';
 import { renewCertificates } from '../dr/renew-certificates.ts';
-import { BlockedError } from '../dr/restore.ts';
 import { systemClock } from '../ports/clock.ts';
-import { underLease } from '../reconciler/under-lease.ts';
-import { withClients } from './backup-commands.ts';
-import { EXIT, leaseOptions, storedManifest } from './commands.ts';
+import { underLeaseWithClients } from './backup-commands.ts';
+import { EXIT, storedManifest } from './commands.ts';
 import type { CliContext } from './context.ts';
 import { pad } from './render.ts';
 
 const HEALTH_TIMEOUT_MS = 60_000;
-const LEASE_WAIT_MS = 30_000;
 
 async function certificates(ctx: CliContext, name: string): Promise<CertificateInfo[]> {
   const manifest = await storedManifest(ctx, name);
@@ -28,42 +24,31 @@ function printCertificates(list: CertificateInfo[], format: string): void {
   process.stdout.write(`${pad([['NOT AFTER', 'SUBJECT', 'FILE'], ...list.map((c) => [c.notAfter, c.subject, c.file])])}\n`);
 }
 
+/** Renews under the cluster's lease; exit 3 when the lease or a health gate stopped it. */
 async function renew(ctx: CliContext, name: string): Promise<number> {
   const manifest = await storedManifest(ctx, name);
   if (manifest.spec.provider.insecure) throw new InvalidInputError([`control plane ${name} runs without TLS (spec.provider.insecure): it has no certificates to renew`]);
   const provider = ctx.provider(manifest);
-  const result = await underLease(ctx.store, name, leaseOptions(name, { waitMs: LEASE_WAIT_MS, force: false }), async (writer) => {
-    const cp = await storedRecord(ctx, name);
-    const machines = await ctx.store.listMachines(name);
-    return withClients(ctx, manifest, ({ admin }) =>
-      renewCertificates({
-        cluster: name,
-        admin,
-        provider,
-        machines,
-        // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
-        launchFor: (machine) => launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),
-        writer,
-        clock: systemClock,
-        healthTimeoutMs: HEALTH_TIMEOUT_MS,
-        onNote: (text) => {
-          ctx.log.info({ cluster: name }, text);
-          process.stderr.write(`${text}\n`);
-        },
-      }),
-    );
+  const renewed = await underLeaseWithClients(ctx, manifest, 'certificate renewal', async ({ admin }, writer) => {
+    const cp = await ctx.store.getControlPlane(name);
+    if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+    return renewCertificates({
+      cluster: name,
+      admin,
+      provider,
+      machines: await ctx.store.listMachines(name),
+      // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
+      launchFor: (machine) => launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),
+      writer,
+      clock: systemClock,
+      healthTimeoutMs: HEALTH_TIMEOUT_MS,
+      onNote: (text) => {
+        ctx.log.info({ cluster: name }, text);
+        process.stderr.write(`${text}\n`);
+      },
+    });
   });
-  if (!result.done) {
-    process.stderr.write(`error: another fastplane process still reconciles ${name}; no certificate renewed\n`);
-    return EXIT.blocked;
-  }
-  return EXIT.converged;
-}
-
-async function storedRecord(ctx: CliContext, name: string): Promise<ControlPlaneRecord> {
-  const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
-  return cp;
+  return renewed === undefined ? EXIT.blocked : EXIT.converged;
 }
 
 /** `certs NAME` shows the certificates; `certs renew NAME` renews them, then shows them. */
@@ -72,14 +57,8 @@ export async function certsCommand(ctx: CliContext, first: string, second: strin
   if (second !== undefined && first !== 'renew') throw new InvalidInputError([`certs: unknown action ${first}; use certs NAME or certs renew NAME`]);
   const name = second ?? first;
   if (second !== undefined) {
-    try {
-      const code = await renew(ctx, name);
-      if (code !== EXIT.converged) return code;
-    } catch (error) {
-      if (!(error instanceof BlockedError)) throw error;
-      process.stderr.write(`error: certificate renewal of ${name} stopped: ${error.message}\n`);
-      return EXIT.blocked;
-    }
+    const code = await renew(ctx, name);
+    if (code !== EXIT.converged) return code;
   }
   printCertificates(await certificates(ctx, name), flags.output);
   return EXIT.converged;

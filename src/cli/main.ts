@@ -7,6 +7,7 @@ import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upComma
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
 import { convertCommand } from './convert.ts';
 import { eventsCommand } from './events.ts';
+import { maintainCommand, type MaintainFlags } from './maintain-command.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
 
@@ -116,6 +117,14 @@ export function buildProgram(): Command {
     .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
     .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, (ctx) => certsCommand(ctx, first, second, flags)));
+
+  program
+    .command('maintain <name>')
+    .description('compact history to a retained window, defragment fragmented members one at a time (leader last), recover from a NOSPACE alarm')
+    .option('--retain <revisions>', 'revisions of history to keep', '1000')
+    .option('--threshold <share>', 'defragment members whose backend is at least this share free pages', '0.3')
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (name: string, flags: MaintainFlags) => withContext(program, (ctx) => maintainCommand(ctx, name, flags)));
 
   program
     .command('events <name>')

@@ -78,18 +78,19 @@ export async function moveLeadershipAway(admin: EtcdAdmin, health: ClusterHealth
 }
 
 /**
- * Runs `step` on each voter, followers first and the leader last (after moving leadership away), with
- * the cluster healthy again before each next step. `beforeEach` guards every step (the lease).
+ * Runs `step` on each voter (or those whose IDs are in `only`), followers first and the leader last
+ * (after moving leadership away), with the cluster healthy again before each next step. `beforeEach`
+ * guards every step (the lease).
  */
 export async function oneVoterAtATime(
   admin: EtcdAdmin,
   endpoints: readonly string[],
-  options: { clock: Clock; healthTimeoutMs: number; beforeEach: () => Promise<void> },
+  options: { clock: Clock; healthTimeoutMs: number; beforeEach: () => Promise<void>; only?: ReadonlySet<string> },
   step: (voter: VoterHealth) => Promise<void>,
 ): Promise<void> {
-  const { clock, healthTimeoutMs } = options;
+  const { clock, healthTimeoutMs, only } = options;
   const first = await healthyVoters(admin, endpoints);
-  for (const id of first.voters.map((v) => v.member.id)) {
+  for (const id of first.voters.map((v) => v.member.id).filter((memberId) => only?.has(memberId) ?? true)) {
     let health = await waitHealthy(admin, endpoints, clock, healthTimeoutMs);
     if (id === health.leaderId && health.voters.length > 1) health = await moveLeadershipAway(admin, health, clock, healthTimeoutMs);
     const voter = health.voters.find((v) => v.member.id === id);
