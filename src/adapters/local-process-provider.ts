@@ -319,12 +319,12 @@ export class LocalProcessProvider implements InfraProvider {
 
   /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
   async certificateFiles(cluster: string): Promise<string[]> {
-    const members = await Promise.all((await this.machineNames(cluster)).map(async (name) => {
+    const members = (await this.machineNames(cluster)).flatMap((name) => {
       const files = memberTlsFiles(this.pkiDir(cluster), this.memberPkiDir(cluster, name));
       return [files.certFile, files.peerCertFile];
-    }));
+    });
     const client = clientTlsFiles(this.pkiDir(cluster));
-    return [client.caFile, client.certFile, ...members.flat()].filter((file) => existsSync(file));
+    return [client.caFile, client.certFile, ...members].filter((file) => existsSync(file));
   }
 
   /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
