@@ -3,7 +3,7 @@
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
@@ -66,8 +66,9 @@ export function memberTlsFiles(pkiDir: string, memberDir: string): MemberTlsFile
  * Issues what a member at `address` needs, creating the cluster's CA and fastplane's client
  * certificate first if this is the cluster's first machine.
  */
-export async function issueMemberCertificates(pkiDir: string, memberDir: string, name: string, address: string): Promise<MemberTlsFiles> {
+export async function issueMemberCertificates(pkiDir: string, memberDir: string, name: string, address: string, options: { renew?: boolean } = {}): Promise<MemberTlsFiles> {
   const ca = await ensureAuthority(pkiDir);
+  const renew = options.renew === true;
   const files = memberTlsFiles(pkiDir, memberDir);
   await mkdir(memberDir, { recursive: true, mode: 0o700 });
   // Both usages on both: a member is its peers' client and server, and etcd's gRPC gateway dials the
@@ -75,13 +76,38 @@ export async function issueMemberCertificates(pkiDir: string, memberDir: string,
   // a client certificate against the connection's source address, and a connection between loopback
   // addresses leaves from 127.0.0.1 (kubeadm's etcd certificates name 127.0.0.1 too).
   const leaf: Leaf = { subject: `CN=${name}`, usages: [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], addresses: [address, '127.0.0.1'] };
-  await ensureLeaf(ca, files.certFile, files.keyFile, leaf);
-  await ensureLeaf(ca, files.peerCertFile, files.peerKeyFile, leaf);
+  await ensureLeaf(ca, files.certFile, files.keyFile, leaf, renew);
+  await ensureLeaf(ca, files.peerCertFile, files.peerKeyFile, leaf, renew);
   return files;
 }
 
+/** A new client certificate and key for fastplane, from the cluster's CA (`certs renew`). */
+export async function renewClientCertificate(pkiDir: string): Promise<void> {
+  const ca = await ensureAuthority(pkiDir);
+  const client = clientTlsFiles(pkiDir);
+  await ensureLeaf(ca, client.certFile, client.keyFile, CLIENT_LEAF, true);
+}
+
+/** What `certs` shows of one certificate file. */
+export interface CertificateInfo {
+  file: string;
+  subject: string;
+  issuer: string;
+  notBefore: string;
+  notAfter: string;
+}
+
+export async function describeCertificate(file: string): Promise<CertificateInfo> {
+  const cert = new x509.X509Certificate(await readFile(file, 'utf8'));
+  return { file, subject: cert.subject, issuer: cert.issuer, notBefore: cert.notBefore.toISOString(), notAfter: cert.notAfter.toISOString() };
+}
+
+const CLIENT_LEAF: Leaf = { subject: 'CN=fastplane', usages: [x509.ExtendedKeyUsage.clientAuth], addresses: [] };
+
 async function ensureAuthority(pkiDir: string): Promise<Authority> {
   await mkdir(pkiDir, { recursive: true, mode: 0o700 });
+  // The CA key lives here: private to the owner even when the folder came from an older version.
+  await chmod(pkiDir, 0o700);
   const certFile = join(pkiDir, 'ca.crt');
   const keyFile = join(pkiDir, 'ca.key');
   // A cluster's machines are created in parallel (and maybe by two CLI processes): one CA only.
@@ -109,13 +135,14 @@ async function ensureAuthority(pkiDir: string): Promise<Authority> {
       key: await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(await readFile(keyFile, 'utf8')), ALGORITHM, false, ['sign']),
     };
     const client = clientTlsFiles(pkiDir);
-    await ensureLeaf(ca, client.certFile, client.keyFile, { subject: 'CN=fastplane', usages: [x509.ExtendedKeyUsage.clientAuth], addresses: [] });
+    await ensureLeaf(ca, client.certFile, client.keyFile, CLIENT_LEAF);
     return ca;
   });
 }
 
-async function ensureLeaf(ca: Authority, certFile: string, keyFile: string, leaf: Leaf): Promise<void> {
-  if (existsSync(certFile)) return;
+/** Issues the pair unless the certificate exists; `renew` issues a new key and certificate regardless. */
+async function ensureLeaf(ca: Authority, certFile: string, keyFile: string, leaf: Leaf, renew = false): Promise<void> {
+  if (!renew && existsSync(certFile)) return;
   const keys = await generateKeys();
   const notBefore = new Date();
   const cert = await x509.X509CertificateGenerator.create({

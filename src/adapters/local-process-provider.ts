@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync, readFileSync, readdirSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -12,9 +12,10 @@ import { systemClock, type Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
-import { clientTlsFiles, issueMemberCertificates, memberTlsFiles } from './local-pki.ts';
+import { clientTlsFiles, issueMemberCertificates, memberTlsFiles, renewClientCertificate } from './local-pki.ts';
 import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
-import { withLock, writeFileAtomic } from './state-files.ts';
+import { restoreSnapshot } from './etcd-tools.ts';
+import { sha256OfFile, withLock, writeFileAtomic } from './state-files.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -229,6 +230,7 @@ export class LocalProcessProvider implements InfraProvider {
       return;
     }
 
+    await this.restoreDataDir(machine, dataDir, launch);
     const binary = this.findBinary(launch.version);
     const log = openSync(join(this.machineDir(cluster, name), 'etcd.log'), 'a');
     try {
@@ -245,6 +247,30 @@ export class LocalProcessProvider implements InfraProvider {
     } finally {
       closeSync(log);
     }
+  }
+
+  /**
+   * Prepares the data dir of a cluster's first member from a snapshot (`fastplane restore`): the
+   * snapshot's hash is checked again, then `snapshot restore` of the member's version writes a
+   * staging dir that is renamed into place, so a data dir exists only complete. A data dir that exists
+   * already was restored (or has run) before: it is used as it is.
+   */
+  private async restoreDataDir(machine: MachineFile, dataDir: string, launch: MemberLaunch): Promise<void> {
+    if (launch.restoreFrom === undefined || existsSync(dataDir)) return;
+    const { file, sha256 } = launch.restoreFrom;
+    const actual = existsSync(file) ? await sha256OfFile(file) : 'missing';
+    if (actual !== sha256) throw new InvalidInputError([`${file}: snapshot changed since restore checked it (sha256 ${actual}, expected ${sha256})`]);
+    const staging = `${dataDir}.restoring`;
+    await rm(staging, { recursive: true, force: true });
+    await restoreSnapshot(launch.version, {
+      file,
+      dataDir: staging,
+      memberName: launch.memberName,
+      peerURL: machine.peerURL,
+      initialCluster: launch.initialCluster,
+      clusterToken: launch.clusterToken,
+    });
+    await rename(staging, dataDir);
   }
 
   async stopMember(cluster: string, name: string): Promise<void> {
@@ -299,6 +325,27 @@ export class LocalProcessProvider implements InfraProvider {
   /** fastplane's client credentials for the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined {
     return this.insecure ? undefined : clientTlsFiles(this.pkiDir(cluster));
+  }
+
+  /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
+  async certificateFiles(cluster: string): Promise<string[]> {
+    const members = (await this.machineNames(cluster)).flatMap((name) => {
+      const files = memberTlsFiles(this.pkiDir(cluster), this.memberPkiDir(cluster, name));
+      return [files.certFile, files.peerCertFile];
+    });
+    const client = clientTlsFiles(this.pkiDir(cluster));
+    return [client.caFile, client.certFile, ...members].filter((file) => existsSync(file));
+  }
+
+  /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
+  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
+    await issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true });
+  }
+
+  renewClientCertificate(cluster: string): Promise<void> {
+    return renewClientCertificate(this.pkiDir(cluster));
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */

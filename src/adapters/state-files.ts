@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { open, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -43,4 +45,11 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
     clearInterval(touch);
     await rm(path, { force: true });
   }
+}
+
+/** The file's SHA-256, hex: how snapshots are checked before anything is restored from them. */
+export async function sha256OfFile(path: string): Promise<string> {
+  const hash = createHash('sha256');
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+  return hash.digest('hex');
 }

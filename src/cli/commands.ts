@@ -10,8 +10,8 @@ import { toPlannerSpec } from '../planner/spec.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
-import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
 import { observe } from '../reconciler/observe.ts';
+import { underLease, type UnderLeaseOptions } from '../reconciler/under-lease.ts';
 import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
 import { loadManifestForCli } from './manifest-file.ts';
@@ -198,7 +198,7 @@ export async function upCommand(ctx: CliContext, flags: SpecFlags & RunFlags): P
   return reconcileAndReport(ctx, await resolveManifest(ctx, flags), flags);
 }
 
-async function storedManifest(ctx: CliContext, name: string): Promise<ControlPlane> {
+export async function storedManifest(ctx: CliContext, name: string): Promise<ControlPlane> {
   const cp = await ctx.store.getControlPlane(name);
   if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}; create it with fastplane up`]);
   return cp.manifest;
@@ -243,28 +243,19 @@ const DOWN_WAIT_MS = 30_000;
  * False when the holder did not stop and `force` was not given.
  */
 export async function destroyUnderLease(ctx: CliContext, manifest: ControlPlane, options: { waitMs: number; force: boolean }): Promise<boolean> {
-  const name = manifest.metadata.name;
-  const deadline = Date.now() + options.waitMs;
-  let asked = false;
-  for (;;) {
-    const keeper = await LeaseKeeper.acquire(ctx.store, name, { clock: systemClock, force: options.force && Date.now() >= deadline });
-    if (keeper) {
-      try {
-        await destroyControlPlane(ctx, manifest, keeper.writer);
-        return true;
-      } finally {
-        await keeper.release();
-      }
-    }
-    const lease = await ctx.store.getLease(name);
-    if (lease && !asked) {
-      await ctx.store.requestStop(name, lease.token);
-      process.stderr.write(`asked ${lease.holder} to stop reconciling ${name}\n`);
-      asked = true;
-    }
-    if (Date.now() >= deadline && !options.force) return false;
-    await systemClock.sleep(200);
-  }
+  const result = await underLease(ctx.store, manifest.metadata.name, leaseOptions(manifest.metadata.name, options), (writer) => destroyControlPlane(ctx, manifest, writer));
+  return result.done;
+}
+
+/** How a command other than `up` takes a cluster's lease: it asks a running reconcile to stop, and says so. */
+export function leaseOptions(name: string, options: { waitMs: number; force: boolean }): UnderLeaseOptions {
+  return {
+    ...options,
+    clock: systemClock,
+    onAsked: (holder) => {
+      process.stderr.write(`asked ${holder} to stop reconciling ${name}\n`);
+    },
+  };
 }
 
 export async function downCommand(ctx: CliContext, name: string, flags: { force?: boolean; wait?: string } = {}): Promise<number> {

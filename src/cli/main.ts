@@ -1,11 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
+import { backupCommand, backupsCommand, restoreCommand, type RestoreFlags } from './backup-commands.ts';
 import { benchCommand } from './bench.ts';
+import { certsCommand } from './certs-commands.ts';
 import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
 import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
 import { convertCommand } from './convert.ts';
 import { eventsCommand } from './events.ts';
+import { maintainCommand, type MaintainFlags } from './maintain-command.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
 
@@ -89,6 +92,43 @@ export function buildProgram(): Command {
     .option('--wait <duration>', 'how long a running reconcile gets to stop when asked', '30s')
     .option('--force', 'after --wait, take the lease from a reconcile that did not stop (it is fenced out)')
     .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, (ctx) => downCommand(ctx, name, flags)));
+
+  program
+    .command('backup <name>')
+    .description('take a snapshot of a control plane from a healthy member, verify it and store it in <state dir>/backups/<name>/')
+    .addOption(new Option('-o, --output <format>', 'table or json (the backup\'s sidecar with its file)').default('table'))
+    .action(async (name: string, flags: { output: string }) => withContext(program, (ctx) => backupCommand(ctx, name, flags)));
+
+  program
+    .command('backups <name>')
+    .description('list the backups of a control plane, oldest first')
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (name: string, flags: { output: string }) => withContext(program, (ctx) => backupsCommand(ctx, name, flags)));
+
+  program
+    .command('restore <name>')
+    .description('build a control plane from a snapshot: the first machine restores it, the others join as learners')
+    .option('--from <file>', 'snapshot file (checked against the sha256 of its sidecar when there is one)')
+    .option('--replicas <n>', 'number of members (odd, 1..9)')
+    .option('--version <version>', 'etcd version (default: the snapshot\'s, from its sidecar)')
+    .option('--replace', 'replace an existing control plane of that name, after taking a backup of it')
+    .addOption(timeout())
+    .addOption(output())
+    .action(async (name: string, flags: RestoreFlags) => withContext(program, (ctx) => restoreCommand(ctx, name, flags)));
+
+  program
+    .command('certs <name-or-renew> [name]')
+    .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, (ctx) => certsCommand(ctx, first, second, flags)));
+
+  program
+    .command('maintain <name>')
+    .description('compact history to a retained window, defragment fragmented members one at a time (leader last), recover from a NOSPACE alarm')
+    .option('--retain <revisions>', 'revisions of history to keep', '1000')
+    .option('--threshold <share>', 'defragment members whose backend is at least this share free pages', '0.3')
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (name: string, flags: MaintainFlags) => withContext(program, (ctx) => maintainCommand(ctx, name, flags)));
 
   program
     .command('events <name>')

@@ -14,6 +14,12 @@ export type MachinePhase =
 
 export type MachineRole = 'init' | 'join';
 
+/** A snapshot file to initialise a cluster from, with the SHA-256 it was checked against. */
+export interface SnapshotSource {
+  file: string;
+  sha256: string;
+}
+
 export interface MachineRecord {
   cluster: string;
   name: string;
@@ -59,6 +65,8 @@ export interface ControlPlaneRecord {
   nextOrdinal: number;
   /** Set before the init member starts: a cluster is initialised at most once in its life. */
   initMachine?: string;
+  /** `fastplane restore`: the init member starts from this snapshot instead of an empty data dir. */
+  restoreFrom?: SnapshotSource;
   initializedAt?: number;
   lastRemediation?: RemediationRecord;
   /** Last reported conditions, kept so lastTransitionTime only moves when a status changes. */

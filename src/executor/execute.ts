@@ -96,7 +96,7 @@ export function initialClusterFor(observed: Observed, members: readonly EtcdMemb
   return members.flatMap((m) => m.peerURLs.map((url) => `${memberNameFor(observed, m)}=${url}`)).join(',');
 }
 
-function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluster: string, state: 'new' | 'existing'): MemberLaunch {
+export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluster: string, state: 'new' | 'existing'): MemberLaunch {
   const spec: ControlPlane['spec'] = cp.manifest.spec;
   const launch: MemberLaunch = {
     memberName: machine.name,
@@ -107,6 +107,8 @@ function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluste
     maxLearners: spec.etcd.maxLearners,
   };
   if (spec.etcd.quotaBackendBytes !== undefined) launch.quotaBackendBytes = spec.etcd.quotaBackendBytes;
+  // Only a member that starts the cluster ('new') restores: joiners get the data from the leader.
+  if (state === 'new' && cp.restoreFrom !== undefined) launch.restoreFrom = cp.restoreFrom;
   return launch;
 }
 

@@ -1,3 +1,5 @@
+import type { SnapshotSource } from '../domain/machine.ts';
+
 /**
  * Where machines come from. Creation and deletion return at once; the machine's state then moves on by
  * itself (provisioning takes minutes on real infrastructure) and `describe` reports where it is. That
@@ -20,6 +22,8 @@ export interface MachineInfra {
 }
 
 export interface MemberLaunch {
+  /** For a new cluster only: restore this snapshot into the empty data dir before the first start. */
+  restoreFrom?: SnapshotSource;
   /** etcd --name */
   memberName: string;
   version: string;

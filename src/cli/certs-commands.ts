@@ -1,0 +1,65 @@
+import { InvalidInputError } from '../api/errors.ts';
+import { describeCertificate, type CertificateInfo } from '../adapters/local-pki.ts';
+import { launchFor } from '../executor/execute.ts';
+import { renewCertificates } from '../dr/renew-certificates.ts';
+import { systemClock } from '../ports/clock.ts';
+import { underLeaseWithClients } from './backup-commands.ts';
+import { EXIT, storedManifest } from './commands.ts';
+import type { CliContext } from './context.ts';
+import { renderTable } from './table.ts';
+
+const HEALTH_TIMEOUT_MS = 60_000;
+
+async function certificates(ctx: CliContext, name: string): Promise<CertificateInfo[]> {
+  const manifest = await storedManifest(ctx, name);
+  if (manifest.spec.provider.insecure) throw new InvalidInputError([`control plane ${name} runs without TLS (spec.provider.insecure): it has no certificates`]);
+  return Promise.all((await ctx.provider(manifest).certificateFiles(name)).map(describeCertificate));
+}
+
+function printCertificates(list: CertificateInfo[], format: string): void {
+  if (format === 'json') {
+    process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
+    return;
+  }
+  process.stdout.write(`${renderTable([['NOT AFTER', 'SUBJECT', 'FILE'], ...list.map((c) => [c.notAfter, c.subject, c.file])])}\n`);
+}
+
+/** Renews under the cluster's lease; exit 3 when the lease or a health gate stopped it. */
+async function renew(ctx: CliContext, name: string): Promise<number> {
+  const manifest = await storedManifest(ctx, name);
+  if (manifest.spec.provider.insecure) throw new InvalidInputError([`control plane ${name} runs without TLS (spec.provider.insecure): it has no certificates to renew`]);
+  const provider = ctx.provider(manifest);
+  const renewed = await underLeaseWithClients(ctx, manifest, 'certificate renewal', async ({ admin }, writer) => {
+    const cp = await ctx.store.getControlPlane(name);
+    if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+    return renewCertificates({
+      cluster: name,
+      admin,
+      provider,
+      machines: await ctx.store.listMachines(name),
+      // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
+      launchFor: (machine) => launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),
+      writer,
+      clock: systemClock,
+      healthTimeoutMs: HEALTH_TIMEOUT_MS,
+      onNote: (text) => {
+        ctx.log.info({ cluster: name }, text);
+        process.stderr.write(`${text}\n`);
+      },
+    });
+  });
+  return renewed === undefined ? EXIT.blocked : EXIT.converged;
+}
+
+/** `certs NAME` shows the certificates; `certs renew NAME` renews them, then shows them. */
+export async function certsCommand(ctx: CliContext, first: string, second: string | undefined, flags: { output: string }): Promise<number> {
+  if (flags.output !== 'table' && flags.output !== 'json') throw new InvalidInputError([`-o: must be table or json, got ${flags.output}`]);
+  if (second !== undefined && first !== 'renew') throw new InvalidInputError([`certs: unknown action ${first}; use certs NAME or certs renew NAME`]);
+  const name = second ?? first;
+  if (second !== undefined) {
+    const code = await renew(ctx, name);
+    if (code !== EXIT.converged) return code;
+  }
+  printCertificates(await certificates(ctx, name), flags.output);
+  return EXIT.converged;
+}

@@ -1,0 +1,45 @@
+import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { Clock } from '../ports/clock.ts';
+import type { StateStore } from '../ports/state-store.ts';
+import { LeaseKeeper } from './lease-keeper.ts';
+
+export interface UnderLeaseOptions {
+  clock: Clock;
+  /** How long a live holder gets to stop once asked. */
+  waitMs: number;
+  /** After waitMs, take the lease from a holder that did not stop (it is fenced out). */
+  force: boolean;
+  /** Told who was asked to stop, once. */
+  onAsked?: (holder: string) => void;
+}
+
+export type UnderLeaseResult<T> = { done: true; value: T } | { done: false };
+
+/**
+ * Runs `work` holding the cluster's lease, like any writer, so no reconcile pass runs meanwhile: a
+ * live holder is asked to stop and given `waitMs` to finish its in-flight actions; with `force` it is
+ * then fenced out (its next write fails). `done: false` when the holder kept the lease.
+ */
+export async function underLease<T>(store: StateStore, cluster: string, options: UnderLeaseOptions, work: (writer: FencedWriter) => Promise<T>): Promise<UnderLeaseResult<T>> {
+  const { clock } = options;
+  const deadline = clock.now() + options.waitMs;
+  let asked = false;
+  for (;;) {
+    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, force: options.force && clock.now() >= deadline });
+    if (keeper) {
+      try {
+        return { done: true, value: await work(keeper.writer) };
+      } finally {
+        await keeper.release();
+      }
+    }
+    const lease = await store.getLease(cluster);
+    if (lease && !asked) {
+      await store.requestStop(cluster, lease.token);
+      options.onAsked?.(lease.holder);
+      asked = true;
+    }
+    if (clock.now() >= deadline && !options.force) return { done: false };
+    await clock.sleep(200);
+  }
+}
