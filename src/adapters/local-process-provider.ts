@@ -1,11 +1,10 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, existsSync, openSync, readFileSync, readdirSync } from 'node:fs';
-import { mkdir, readFile, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
-import { dirname, join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { join } from 'node:path';
 import type { DurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { systemClock, type Clock } from '../ports/clock.ts';
@@ -13,9 +12,10 @@ import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } 
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
 import { clientTlsFiles, issueMemberCertificates, memberTlsFiles, renewClientCertificate } from './local-pki.ts';
-import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
+import { AddressSlots } from './local-address-slots.ts';
+import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
 import { restoreSnapshot } from './etcd-tools.ts';
-import { sha256OfFile, withLock, writeFileAtomic } from './state-files.ts';
+import { sha256OfFile, writeFileAtomic } from './state-files.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -33,7 +33,6 @@ const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
 /** etcd 3.6's default: the log is compacted sooner, so a new learner gets a snapshot, not a long replay. */
 const DEFAULT_SNAPSHOT_COUNT = 10_000;
-const POLL_MS = 100;
 const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/i;
 
 export interface LocalProcessProviderOptions {
@@ -98,46 +97,6 @@ export async function assertAddressFree(address: string, port: number): Promise<
   }
 }
 
-/** The recorded PID is still our etcd: alive, and its command line names this data dir (PID reuse). */
-function isOurProcess(pid: number, dataDir: string): boolean {
-  return isProcessAlive(pid) && processArguments(pid).includes(dataDir);
-}
-
-/** PIDs of live processes whose command line names this data dir (found by scanning /proc). */
-function pidsUsing(dataDir: string): number[] {
-  return readdirSync('/proc')
-    .filter((entry) => /^\d+$/.test(entry))
-    .map(Number)
-    .filter((pid) => isOurProcess(pid, dataDir));
-}
-
-/**
- * Sends SIGTERM, waits up to graceMs, then SIGKILL; resolves once the process has exited, its ports
- * closed, so that a member started next on the same address can bind them.
- */
-async function stopProcess(pid: number, dataDir: string, graceMs: number): Promise<void> {
-  if (isOurProcess(pid, dataDir)) {
-    signal(pid, 'SIGTERM');
-    const deadline = Date.now() + graceMs;
-    while (isOurProcess(pid, dataDir) && Date.now() < deadline) await sleep(POLL_MS);
-    if (isOurProcess(pid, dataDir)) signal(pid, 'SIGKILL');
-  }
-  // Its command line empties before its sockets close (see isExiting).
-  const killDeadline = Date.now() + 5000;
-  while (isOurProcess(pid, dataDir) || isExiting(pid)) {
-    if (Date.now() > killDeadline) throw new Error(`etcd process ${String(pid)} survived SIGKILL`);
-    await sleep(POLL_MS / 5);
-  }
-}
-
-function signal(pid: number, name: NodeJS.Signals): void {
-  try {
-    process.kill(pid, name);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
-  }
-}
-
 function versionAtLeast(version: string, major: number, minor: number): boolean {
   const [maj = 0, min = 0] = version.split('.').map(Number);
   return maj > major || (maj === major && min >= minor);
@@ -159,7 +118,7 @@ export class LocalProcessProvider implements InfraProvider {
   private readonly snapshotCount: number;
   private readonly insecure: boolean;
   private readonly honourFailureMarker: boolean;
-  private readonly claimsDir: string;
+  private readonly slots: AddressSlots;
 
   constructor(options: LocalProcessProviderOptions) {
     this.stateDir = options.stateDir;
@@ -173,7 +132,7 @@ export class LocalProcessProvider implements InfraProvider {
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
     this.insecure = options.insecure ?? false;
     this.honourFailureMarker = options.honourFailureMarker ?? false;
-    this.claimsDir = options.claimsDir ?? join(tmpdir(), 'fastplane-address-slots');
+    this.slots = new AddressSlots(this.stateDir, this.addressPrefix, options.claimsDir ?? join(tmpdir(), 'fastplane-address-slots'));
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -186,7 +145,7 @@ export class LocalProcessProvider implements InfraProvider {
     const existing = await this.read(cluster, name);
     if (existing) return this.infra(existing);
 
-    const slot = await this.slotFor(cluster);
+    const slot = await this.slots.slotFor(cluster);
     const address = `${this.addressPrefix}.${String(slot)}.${String(ordinal)}`;
     await assertAddressFree(address, CLIENT_PORT);
     await assertAddressFree(address, PEER_PORT);
@@ -313,12 +272,7 @@ export class LocalProcessProvider implements InfraProvider {
         await Promise.all([...pids].map((pid) => stopProcess(pid, dataDir, 0)));
       }),
     );
-    let slot: number | undefined;
-    await this.withSlots((slots) => {
-      slot = slots[cluster];
-      return Object.fromEntries(Object.entries(slots).filter(([owner]) => owner !== cluster));
-    });
-    if (slot !== undefined && (await this.claimOwner(slot))?.stateDir === this.stateDir) await rm(this.claimPath(slot), { force: true });
+    await this.slots.release(cluster);
     await rm(this.clusterDir(cluster), { recursive: true, force: true });
   }
 
@@ -466,70 +420,6 @@ export class LocalProcessProvider implements InfraProvider {
   private async write(machine: MachineFile): Promise<void> {
     await writeJsonAtomic(join(this.machineDir(machine.cluster, machine.name), 'machine.json'), machine);
   }
-
-  /**
-   * The cluster's slot (the third address octet): allocated once, kept in slots.json, and claimed
-   * host-wide so that clusters of other state dirs on this host never get the same addresses.
-   */
-  private async slotFor(cluster: string): Promise<number> {
-    // The cluster's folder exists before its claim: a claim whose folder is gone is stale.
-    await mkdir(this.clusterDir(cluster), { recursive: true });
-    let slot = 0;
-    await this.withSlots(async (slots) => {
-      const own = slots[cluster];
-      if (own !== undefined && (await this.claim(own, cluster))) {
-        slot = own;
-        return slots;
-      }
-      const taken = new Set(Object.values(slots));
-      for (let candidate = 1; candidate <= 254 && slot === 0; candidate++) {
-        if (!taken.has(candidate) && (await this.claim(candidate, cluster))) slot = candidate;
-      }
-      if (slot === 0) throw new InvalidInputError(['all 254 cluster slots of the local provider are taken on this host; run `fastplane down` on old clusters']);
-      return { ...slots, [cluster]: slot };
-    });
-    return slot;
-  }
-
-  private claimPath(slot: number): string {
-    return join(this.claimsDir, `${this.addressPrefix}.${String(slot)}`);
-  }
-
-  private async claimOwner(slot: number): Promise<{ stateDir: string; cluster: string } | undefined> {
-    try {
-      return JSON.parse(await readFile(this.claimPath(slot), 'utf8')) as { stateDir: string; cluster: string };
-    } catch {
-      return undefined;
-    }
-  }
-
-  /** Claims a slot for the cluster (exclusive create); a claim whose cluster folder is gone is taken over. */
-  private async claim(slot: number, cluster: string): Promise<boolean> {
-    await mkdir(this.claimsDir, { recursive: true, mode: 0o1777 });
-    for (let attempt = 0; attempt < 2; attempt++) {
-      try {
-        await writeFile(this.claimPath(slot), JSON.stringify({ stateDir: this.stateDir, cluster }), { flag: 'wx' });
-        return true;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      }
-      const owner = await this.claimOwner(slot);
-      if (owner?.stateDir === this.stateDir && owner.cluster === cluster) return true;
-      if (owner && existsSync(join(owner.stateDir, 'clusters', owner.cluster))) return false;
-      await rm(this.claimPath(slot), { force: true });
-    }
-    return false;
-  }
-
-  /** Read-modify-write of slots.json under a lock file, since two CLI processes may create clusters at once. */
-  private async withSlots(update: (slots: Record<string, number>) => Promise<Record<string, number>> | Record<string, number>): Promise<void> {
-    const path = join(this.stateDir, 'provider', 'slots.json');
-    await mkdir(dirname(path), { recursive: true });
-    await withLock(`${path}.lock`, async () => {
-      const slots = existsSync(path) ? (JSON.parse(await readFile(path, 'utf8')) as Record<string, number>) : {};
-      await writeJsonAtomic(path, await update(slots));
-    });
-  }
 }
 
 function checkName(kind: string, name: string): void {
@@ -537,9 +427,4 @@ function checkName(kind: string, name: string): void {
   if (!NAME.test(name) || name.includes('..')) {
     throw new InvalidInputError([`${kind} name "${name}" must be 1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit`]);
   }
-}
-
-/** etcd reads ETCD_* variables as flags; ours must not be overridden by the caller's environment. */
-function withoutEtcdVariables(): NodeJS.ProcessEnv {
-  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('ETCD_')));
 }

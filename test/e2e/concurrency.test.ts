@@ -82,100 +82,109 @@ function eventsJson(run: CliRun): EventEntry[] {
 describe('one writer per cluster, on real etcd', { timeout: 600_000 }, () => {
   test('up 3, scale 5 and a competing scale 3 beside status loops and events --watch: one cluster, one init, changes never overlap, the last generation wins', async () => {
     const env = newEnv('127.150');
-    const file = env.writeManifest('cc', { replicas: 3, provider: { name: 'local-process', provisioningDelay: '8s', deletionDelay: '2s' } });
+    const file = env.writeManifest('cc', { replicas: 3, provider: { name: 'local-process', provisioningDelay: '15s', deletionDelay: '2s' } });
     const up = env.start(['up', '-f', file, '--timeout', '120s', '-o', 'json']);
     await waitFor('the spec on record', () => generationOf(env, 'cc'));
     const watch = env.start(['events', 'cc', '--watch', '-o', 'json']);
     const loops = [statusLoop(env, 'cc'), statusLoop(env, 'cc'), statusLoop(env, 'cc')];
-
-    const upRun = await up.done;
-    assert.equal(upRun.code, 0, upRun.stderr);
-    const access = statusOf(upRun.stdout).status;
-    const clusterId = await clusterIdOf(access);
-
-    const scale5 = env.start(['scale', 'cc', '--replicas', '5', '--timeout', '120s']);
-    // The competing intent arrives while scale 5 works: its machines take 8 s to provision.
-    await waitFor('generation 2 stored by scale 5', () => (generationOf(env, 'cc') === 2 ? true : undefined));
-    const scale3 = env.start(['scale', 'cc', '--replicas', '3', '--timeout', '180s', '-o', 'json']);
-    const [five, three] = await Promise.all([scale5.done, scale3.done]);
-
-    assert.equal(five.code, 5, `scale 5 is superseded, not refused and not silently converged:\n${five.stderr}`);
-    assert.match(five.stderr, /generation 2 of cc was superseded by generation 3 \(spec\.replicas: 5 -> 3\)/);
-    assert.equal(three.code, 0, three.stderr);
-    assert.equal(statusOf(three.stdout).metadata.generation, 3);
-    assert.equal(statusOf(three.stdout).status.observedGeneration, 3);
-
-    const statusRuns = (await Promise.all(loops.map((loop) => loop.stop()))).flat();
-    assert.ok(statusRuns.length >= 6, `status ran beside the reconciles (${String(statusRuns.length)} runs)`);
-    for (const run of statusRuns) {
-      assert.equal(run.code, 0, run.stderr);
-      assert.equal(statusOf(run.stdout).name, 'cc');
-    }
-    watch.child.kill('SIGINT');
-    const watched = await watch.done;
-    assert.equal(watched.code, 0, watched.stderr);
-
-    const events = eventsJson(await env.run(['events', 'cc', '-o', 'json']));
-    const watchedEvents = watched.stdout.trim().split('\n').map((line) => JSON.parse(line) as EventEntry);
-    assert.deepEqual(watchedEvents.map((e) => `${e.startedAt} ${e.action ?? ''} ${e.machine ?? ''}`), events.map((e) => `${e.startedAt} ${e.action ?? ''} ${e.machine ?? ''}`), 'events --watch saw every event, in order');
-    assert.equal(events.filter((e) => e.action === 'InitCluster' && e.result === 'ok').length, 1, 'exactly one InitCluster');
-    const changes = events.filter((e) => e.action !== null && MEMBERSHIP.has(e.action)).sort((a, b) => a.startedAt.localeCompare(b.startedAt));
-    for (let i = 1; i < changes.length; i++) {
-      const before = changes[i - 1]!;
-      const next = changes[i]!;
-      assert.ok((before.endedAt ?? before.startedAt) <= next.startedAt, `${before.message} [${before.startedAt}..${String(before.endedAt)}] overlaps ${next.message} at ${next.startedAt}`);
-    }
-
-    const etcd = await askEtcd(access);
-    assert.equal(await clusterIdOf(access), clusterId, 'one etcd cluster from start to end');
-    assert.equal(etcd.members.length, 3, 'etcd members == the last generation replicas');
-    assert.equal(etcd.members.filter((m) => m.isLearner).length, 0, 'no learner left');
-    const records = env.machines('cc');
-    assert.deepEqual(records.map((m) => m.memberId).sort(), etcd.members.map((m) => m.id).sort(), 'machines == etcd members');
-
-    // Status reads only: with the reconciler paused mid scale-down (a removed member's machine due
-    // for deletion), 20 status calls change no record, no file and no process.
-    const removals = (): number => env.events('cc').filter((e) => e.action === 'RemoveMember' && e.outcome === 'Succeeded').length;
-    const removedBefore = removals();
-    const scale1 = env.start(['scale', 'cc', '--replicas', '1', '--timeout', '180s']);
-    await waitFor('a member removed by the scale-down', () => (removals() > removedBefore ? true : undefined));
-    scale1.child.kill('SIGSTOP');
+    // Whatever fails, the loops and the watch stop: a test never leaves processes behind.
+    const stopWatchers = async (): Promise<{ statusRuns: CliRun[]; watched: CliRun }> => {
+      const statusRuns = (await Promise.all(loops.map((loop) => loop.stop()))).flat();
+      watch.child.kill('SIGINT');
+      return { statusRuns, watched: await watch.done };
+    };
+    let watchers: Promise<{ statusRuns: CliRun[]; watched: CliRun }> | undefined;
     try {
-      await sleep(2_500); // past the 2 s deletion delay: the old status path would have wiped the machine
-      const before = stateOf(env);
-      for (let batch = 0; batch < 5; batch++) {
-        const runs = await Promise.all([0, 1, 2, 3].map(() => env.run(['status', 'cc', '-o', 'json'])));
-        for (const run of runs) assert.equal(run.code, 0, run.stderr);
+      const upRun = await up.done;
+      assert.equal(upRun.code, 0, upRun.stderr);
+      const access = statusOf(upRun.stdout).status;
+      const clusterId = await clusterIdOf(access);
+
+      const scale5 = env.start(['scale', 'cc', '--replicas', '5', '--timeout', '120s']);
+      // The competing intent arrives while scale 5 works: its machines take 15 s to provision.
+      await waitFor('generation 2 stored by scale 5', () => (generationOf(env, 'cc') === 2 ? true : undefined));
+      const scale3 = env.start(['scale', 'cc', '--replicas', '3', '--timeout', '180s', '-o', 'json']);
+      const [five, three] = await Promise.all([scale5.done, scale3.done]);
+
+      assert.equal(five.code, 5, `scale 5 is superseded, not refused and not silently converged:\n${five.stderr}\nscale 3:\n${three.stderr}`);
+      assert.match(five.stderr, /generation 2 of cc was superseded by generation 3 \(spec\.replicas: 5 -> 3\)/);
+      assert.equal(three.code, 0, three.stderr);
+      assert.equal(statusOf(three.stdout).metadata.generation, 3);
+      assert.equal(statusOf(three.stdout).status.observedGeneration, 3);
+
+      watchers = stopWatchers();
+      const { statusRuns, watched } = await watchers;
+      assert.ok(statusRuns.length >= 6, `status ran beside the reconciles (${String(statusRuns.length)} runs)`);
+      for (const run of statusRuns) {
+        assert.equal(run.code, 0, run.stderr);
+        assert.equal(statusOf(run.stdout).name, 'cc');
       }
-      assert.deepEqual(stateOf(env), before, '20 status calls changed nothing');
+      assert.equal(watched.code, 0, watched.stderr);
+
+      const events = eventsJson(await env.run(['events', 'cc', '-o', 'json']));
+      const watchedEvents = watched.stdout.trim().split('\n').map((line) => JSON.parse(line) as EventEntry);
+      assert.deepEqual(watchedEvents.map((e) => `${e.startedAt} ${e.action ?? ''} ${e.machine ?? ''}`), events.map((e) => `${e.startedAt} ${e.action ?? ''} ${e.machine ?? ''}`), 'events --watch saw every event, in order');
+      assert.equal(events.filter((e) => e.action === 'InitCluster' && e.result === 'ok').length, 1, 'exactly one InitCluster');
+      const changes = events.filter((e) => e.action !== null && MEMBERSHIP.has(e.action)).sort((a, b) => a.startedAt.localeCompare(b.startedAt));
+      for (let i = 1; i < changes.length; i++) {
+        const before = changes[i - 1]!;
+        const next = changes[i]!;
+        assert.ok((before.endedAt ?? before.startedAt) <= next.startedAt, `${before.message} [${before.startedAt}..${String(before.endedAt)}] overlaps ${next.message} at ${next.startedAt}`);
+      }
+
+      const etcd = await askEtcd(access);
+      assert.equal(await clusterIdOf(access), clusterId, 'one etcd cluster from start to end');
+      assert.equal(etcd.members.length, 3, 'etcd members == the last generation replicas');
+      assert.equal(etcd.members.filter((m) => m.isLearner).length, 0, 'no learner left');
+      const records = env.machines('cc');
+      assert.deepEqual(records.map((m) => m.memberId).sort(), etcd.members.map((m) => m.id).sort(), 'machines == etcd members');
+
+      // Status reads only: with the reconciler paused mid scale-down (a removed member's machine due
+      // for deletion), 20 status calls change no record, no file and no process.
+      const removals = (): number => env.events('cc').filter((e) => e.action === 'RemoveMember' && e.outcome === 'Succeeded').length;
+      const removedBefore = removals();
+      const scale1 = env.start(['scale', 'cc', '--replicas', '1', '--timeout', '180s']);
+      await waitFor('a member removed by the scale-down', () => (removals() > removedBefore ? true : undefined));
+      scale1.child.kill('SIGSTOP');
+      try {
+        await sleep(2_500); // past the 2 s deletion delay: the old status path would have wiped the machine
+        const before = stateOf(env);
+        for (let batch = 0; batch < 5; batch++) {
+          const runs = await Promise.all([0, 1, 2, 3].map(() => env.run(['status', 'cc', '-o', 'json'])));
+          for (const run of runs) assert.equal(run.code, 0, run.stderr);
+        }
+        assert.deepEqual(stateOf(env), before, '20 status calls changed nothing');
     } finally {
       scale1.child.kill('SIGCONT');
     }
     const one = await scale1.done;
     assert.equal(one.code, 0, one.stderr);
+    } finally {
+      await (watchers ?? stopWatchers());
+    }
   });
 
   test('down asks a running reconcile to stop and deletes under the lease; a holder that does not stop is fenced out with --force', async () => {
     const env = newEnv('127.151');
-    const up = await env.run(['up', '--name', 'dn', '--replicas', '1', '--provisioning-delay', '3s', '--timeout', '60s']);
+    const up = await env.run(['up', '--name', 'dn', '--replicas', '1', '--timeout', '60s']);
     assert.equal(up.code, 0, up.stderr);
 
-    // A live holder that keeps working: down asks it to stop, it stops between passes.
-    const scale = env.start(['scale', 'dn', '--replicas', '3', '--timeout', '120s']);
+    // A live holder that keeps working (its new machines take 20 s): down asks it to stop, it stops between passes.
+    const scale = env.start(['up', '--name', 'dn', '--replicas', '3', '--provisioning-delay', '20s', '--timeout', '120s']);
     await waitFor('the scale-up creating machines', () => (env.machines('dn').length > 1 ? true : undefined));
     const down = await env.run(['down', 'dn']);
-    assert.equal(down.code, 0, down.stderr);
-    assert.match(down.stderr, /asked .* to stop reconciling dn/);
     const stopped = await scale.done;
+    assert.equal(down.code, 0, down.stderr);
+    assert.match(down.stderr, /asked .* to stop reconciling dn/, `scale: ${stopped.stderr}`);
     assert.equal(stopped.code, 5, stopped.stderr);
     assert.match(stopped.stderr, /stopped before generation 2 of dn converged|control plane dn was deleted/);
     assert.deepEqual(pidsUnder(join(env.stateDir, 'clusters')), [], 'no member left running');
     assert.deepEqual(env.controlPlanes(), []);
 
     // A frozen holder cannot answer: down refuses after --wait, --force fences it out.
-    const again = await env.run(['up', '--name', 'dn', '--replicas', '1', '--provisioning-delay', '3s', '--timeout', '60s']);
+    const again = await env.run(['up', '--name', 'dn', '--replicas', '1', '--timeout', '60s']);
     assert.equal(again.code, 0, again.stderr);
-    const frozen = env.start(['scale', 'dn', '--replicas', '3', '--timeout', '120s']);
+    const frozen = env.start(['up', '--name', 'dn', '--replicas', '3', '--provisioning-delay', '20s', '--timeout', '120s']);
     await waitFor('the scale-up creating machines', () => (env.machines('dn').length > 1 ? true : undefined));
     frozen.child.kill('SIGSTOP');
     try {

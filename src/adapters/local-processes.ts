@@ -1,0 +1,52 @@
+import { readdirSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
+
+/** The local provider's etcd processes: found, stopped and started by PID and data dir. */
+
+const POLL_MS = 100;
+
+/** The recorded PID is still our etcd: alive, and its command line names this data dir (PID reuse). */
+export function isOurProcess(pid: number, dataDir: string): boolean {
+  return isProcessAlive(pid) && processArguments(pid).includes(dataDir);
+}
+
+/** PIDs of live processes whose command line names this data dir (found by scanning /proc). */
+export function pidsUsing(dataDir: string): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((pid) => isOurProcess(pid, dataDir));
+}
+
+/**
+ * Sends SIGTERM, waits up to graceMs, then SIGKILL; resolves once the process has exited, its ports
+ * closed, so that a member started next on the same address can bind them.
+ */
+export async function stopProcess(pid: number, dataDir: string, graceMs: number): Promise<void> {
+  if (isOurProcess(pid, dataDir)) {
+    signal(pid, 'SIGTERM');
+    const deadline = Date.now() + graceMs;
+    while (isOurProcess(pid, dataDir) && Date.now() < deadline) await sleep(POLL_MS);
+    if (isOurProcess(pid, dataDir)) signal(pid, 'SIGKILL');
+  }
+  // Its command line empties before its sockets close (see isExiting).
+  const killDeadline = Date.now() + 5000;
+  while (isOurProcess(pid, dataDir) || isExiting(pid)) {
+    if (Date.now() > killDeadline) throw new Error(`etcd process ${String(pid)} survived SIGKILL`);
+    await sleep(POLL_MS / 5);
+  }
+}
+
+export function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+  }
+}
+
+/** etcd reads ETCD_* variables as flags; ours must not be overridden by the caller's environment. */
+export function withoutEtcdVariables(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('ETCD_')));
+}
