@@ -61,7 +61,8 @@ describe('KubeadmControlPlane: the shapes Cluster API writes', () => {
     assert.equal(manifest.spec.replicas, 3);
     assert.equal(manifest.spec.version, '3.5.16');
     assert.equal(manifest.spec.rollout.maxSurge, 1, "KCP's default maxSurge");
-    assert.equal(manifest.spec.remediation.maxRetry, undefined, 'no maxRetry: unlimited, as in KCP');
+    assert.equal(manifest.spec.remediation.maxRetry, 5, "no maxRetry: fastplane's default limit, not KCP's endless retries");
+    assert.match(notes.join('\n'), /maxRetry 5 \(fastplane's default; KCP without maxRetry retries without limit\)/);
     assert.equal(manifest.spec.remediation.minHealthyPeriod, '1h');
     assert.match(notes.join('\n'), /v1\.30\.4 -> 3\.5\.24 .*SupportedEtcdVersion for 1\.30.* -> using 3\.5\.16 \(nearest installed/);
   });

@@ -239,15 +239,17 @@ export function convertKubeadmControlPlane(doc: Record<string, unknown>, install
   if (maxRetry !== undefined) remediation.maxRetry = maxRetry;
   if (retryPeriodMs !== undefined) remediation.retryPeriod = toDuration(retryPeriodMs);
   if (minHealthyPeriodMs !== undefined) remediation.minHealthyPeriod = toDuration(minHealthyPeriodMs);
-  notes.push(
-    `replicas ${String(fields.replicas)}, maxSurge ${String(surge)}, remediation maxRetry ${maxRetry === undefined ? 'unlimited' : String(maxRetry)}, ` +
-      `retryPeriod ${toDuration(retryPeriodMs ?? 0)}, minHealthyPeriod ${toDuration(minHealthyPeriodMs ?? 3_600_000)}`,
-  );
   const manifest = validateControlPlane({
     apiVersion: API_VERSION,
     kind: KIND,
     metadata: { name: fields.name },
     spec: { replicas: fields.replicas, version: etcd.version, etcd: etcdSpec, rollout: { maxSurge: surge }, remediation },
   });
+  // KCP without maxRetry retries for ever; fastplane always ends a remediation loop (its default).
+  const retries = maxRetry === undefined ? `${String(manifest.spec.remediation.maxRetry)} (fastplane's default; KCP without maxRetry retries without limit)` : String(maxRetry);
+  notes.push(
+    `replicas ${String(fields.replicas)}, maxSurge ${String(surge)}, remediation maxRetry ${retries}, ` +
+      `retryPeriod ${manifest.spec.remediation.retryPeriod}, minHealthyPeriod ${manifest.spec.remediation.minHealthyPeriod}`,
+  );
   return { manifest, notes, warnings };
 }
