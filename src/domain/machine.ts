@@ -65,6 +65,13 @@ export interface ControlPlaneRecord {
   nextOrdinal: number;
   /** Set before the init member starts: a cluster is initialised at most once in its life. */
   initMachine?: string;
+  /**
+   * Init machines whose member never started and that were deleted before another init was chosen
+   * (at most one cluster ever bootstraps: an abandoned data dir never starts). Never named again.
+   */
+  abandonedInits?: string[];
+  /** The highest raft index any reconcile pass observed: what `recover` compares a survivor against. */
+  highestRaftIndex?: number;
   /** `fastplane restore`: the init member starts from this snapshot instead of an empty data dir. */
   restoreFrom?: SnapshotSource;
   initializedAt?: number;
