@@ -33,6 +33,8 @@ export interface MachineRecord {
   phase: MachinePhase;
   phaseTimes: Partial<Record<MachinePhase, number>>;
   role?: MachineRole;
+  /** When this machine was recorded as the init machine: how long its member has had to start. */
+  initRecordedAt?: number;
   memberId?: string;
   address?: string;
   clientURL?: string;

@@ -60,8 +60,9 @@ export function deriveControlPlane(current: ControlPlaneRecord, write: DerivedWr
   if (write.kind === 'ReserveOrdinal') return { ...current, nextOrdinal: Math.max(current.nextOrdinal, write.ordinal + 1) };
   if (write.kind === 'AbandonInit') {
     if (current.initMachine !== write.machine) return current;
-    const { initMachine: _abandoned, ...rest } = current;
-    return { ...rest, abandonedInits: [...(current.abandonedInits ?? []), write.machine] };
+    const next: ControlPlaneRecord = { ...current, abandonedInits: [...(current.abandonedInits ?? []), write.machine] };
+    delete next.initMachine;
+    return next;
   }
   return { ...current, lastRemediation: nextRemediation(current.lastRemediation, write.machine, write.at, write.minHealthyPeriodMs) };
 }

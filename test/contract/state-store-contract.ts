@@ -197,8 +197,9 @@ export function defineStateStoreContract(label: string, make: () => { store: Sta
         // A retried abandon of the first init, after the second was recorded, keeps the second.
         await store.commit(lease, [{ kind: 'AbandonInit', machine: 'alpha-1' }]);
         cp = await store.getControlPlane('alpha');
-        assert.equal(cp?.initMachine, 'alpha-2');
-        assert.deepEqual(cp?.abandonedInits, ['alpha-1']);
+        assert.ok(cp);
+        assert.equal(cp.initMachine, 'alpha-2');
+        assert.deepEqual(cp.abandonedInits, ['alpha-1']);
         await assert.rejects(store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-3' } }]), StoreRefusedError);
       }),
     );
