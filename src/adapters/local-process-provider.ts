@@ -381,6 +381,7 @@ export class LocalProcessProvider implements InfraProvider {
     // 3.4/3.5 know no such flag and would refuse to start.
     if (versionAtLeast(launch.version, 3, 6)) args.push('--max-learners', String(launch.maxLearners));
     if (launch.quotaBackendBytes !== undefined) args.push('--quota-backend-bytes', String(launch.quotaBackendBytes));
+    if (launch.forceNewCluster === true) args.push('--force-new-cluster');
     // 3.4 defaults to the deprecated capnslog logger and warns about it; 3.5 already logs with zap.
     if (!versionAtLeast(launch.version, 3, 5)) args.push('--logger', 'zap', '--log-outputs', 'stderr');
     // The machine's URLs, fixed at creation, say whether it was created with certificates.
