@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
+import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
+
+const newEnv = cliEnvFactory();
+const env = newEnv('127.231');
+const NAME = 'rec';
+const KEYS = 500;
+
+function machineDir(machine: string): string {
+  return join(env.stateDir, 'clusters', NAME, 'machines', machine);
+}
+
+/** What a refused recover must leave as it was: records, member processes. */
+function stateSnapshot(): string {
+  return JSON.stringify({
+    machines: env.machines(NAME).map((m) => ({ name: m.name, failed: m.failed, deleteRequested: m.deleteRequested })),
+    initMachine: env.controlPlaneRecords()[0]?.initMachine,
+    processes: pidsUnder(env.stateDir).sort(),
+  });
+}
+
+describe('recover from a lost majority on real etcd', { timeout: 600_000 }, () => {
+  after(() => {
+    env.cleanup();
+  });
+  let doc: ControlPlaneStatusDocument;
+  const written = new Map<string, string>();
+
+  test('recover on a healthy cluster is bad input (exit 2) and changes nothing', async () => {
+    const up = await env.run(['up', '--name', NAME, '--replicas', '3', '--timeout', '120s', '-o', 'json']);
+    assert.equal(up.code, 0, up.stderr);
+    doc = statusOf(up.stdout);
+    const client = kvClientFor(doc.status);
+    try {
+      for (let i = 0; i < KEYS; i++) {
+        const key = `/data/${String(i).padStart(4, '0')}`;
+        await client.put(key).value(`v${String(i)}`);
+        written.set(key, `v${String(i)}`);
+      }
+    } finally {
+      client.close();
+    }
+    // A reconcile pass records the highest raft index it observes: what recover compares against.
+    const again = await env.run(['up', '--name', NAME, '--replicas', '3', '--timeout', '60s']);
+    assert.equal(again.code, 0, again.stderr);
+    assert.ok((env.controlPlaneRecords()[0]?.highestRaftIndex ?? 0) >= KEYS, 'highest raft index recorded');
+    const before = stateSnapshot();
+    const healthy = await env.run(['recover', NAME]);
+    assert.equal(healthy.code, 2, healthy.stderr);
+    assert.match(healthy.stderr, /has quorum \(3 of 3 voters healthy\): nothing to recover/);
+    assert.equal(stateSnapshot(), before);
+  });
+
+  test('after SIGKILL of 2 of 3 members and loss of their data dirs: recover prints the plan and exits 3 without --yes, converges to 3 voters with every key with --yes', async () => {
+    const init = env.controlPlaneRecords()[0]?.initMachine;
+    assert.ok(init !== undefined);
+    const lost = env.machines(NAME).map((m) => m.name).filter((name) => name !== init);
+    assert.equal(lost.length, 2);
+    for (const machine of lost) {
+      for (const pid of pidsUnder(machineDir(machine))) process.kill(pid, 'SIGKILL');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const machine of lost) rmSync(join(machineDir(machine), 'data'), { recursive: true, force: true });
+
+    const explained = await env.run(['status', NAME, '--explain']);
+    assert.equal(explained.code, 0, explained.stderr);
+    assert.match(explained.stdout, /QuorumLost/);
+    assert.match(explained.stdout, new RegExp(`fastplane recover ${NAME}`));
+    assert.match(explained.stdout, /no backup of rec exists/);
+
+    const before = stateSnapshot();
+    const dry = await env.run(['recover', NAME]);
+    assert.equal(dry.code, 3, dry.stderr);
+    assert.match(dry.stdout, new RegExp(`${init}\\s+member \\d+\\s+raft index \\d+\\s+revision \\d+`));
+    assert.match(dry.stdout, new RegExp(`restart ${init} once with --force-new-cluster`));
+    assert.match(dry.stdout, new RegExp(`delete ${lost.join(', ')}`));
+    assert.match(dry.stderr, /nothing changed: run fastplane recover rec --yes/);
+    assert.equal(stateSnapshot(), before, 'without --yes nothing changes');
+
+    const run = await env.run(['recover', NAME, '--yes', '--timeout', '240s']);
+    assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stdout, /nothing observed was lost: survivor/);
+    assert.match(run.stdout, /recovery of rec: Converged/);
+
+    const names = env.machines(NAME).map((m) => m.name);
+    assert.equal(names.length, 3);
+    for (const machine of lost) assert.ok(!names.includes(machine), `${machine} deleted`);
+    const status = await env.run(['status', NAME, '-o', 'json']);
+    const { members, statuses } = await askEtcd(statusOf(status.stdout).status);
+    assert.equal(members.filter((m) => !m.isLearner).length, 3, 'three voters');
+    assert.equal(statuses.length, 3);
+    const client = kvClientFor(statusOf(status.stdout).status);
+    try {
+      const now = await client.getAll().prefix('/data/').strings();
+      const missing = [...written].filter(([key, value]) => now[key] !== value).length;
+      assert.equal(missing, 0, 'acknowledged writes missing: the survivor was caught up');
+    } finally {
+      client.close();
+    }
+    const forced = env.events(NAME).filter((e) => e.action === 'ForceNewCluster');
+    assert.equal(forced.length, 1);
+  });
+});
