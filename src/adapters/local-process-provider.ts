@@ -16,6 +16,7 @@ import { clientTlsFiles, issueMemberCertificates, memberTlsFiles, renewClientCer
 import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 import { restoreSnapshot } from './etcd-tools.ts';
 import { sha256OfFile, withLock, writeFileAtomic } from './state-files.ts';
+import { initStartSuppressed } from './test-markers.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -51,7 +52,7 @@ export interface LocalProcessProviderOptions {
   snapshotCount?: number;
   /** Plain http and no certificates for the machines it creates (debugging only); default false. */
   insecure?: boolean;
-  /** Honour a machine's `provisioning-failed` marker file (a test hook; default false). */
+  /** Honour the test marker files: a machine's `provisioning-failed`, a cluster's `init-never-starts` (default false). */
   honourFailureMarker?: boolean;
   /** Where address-slot claims shared by every state dir on this host live (default: the OS temp dir). */
   claimsDir?: string;
@@ -230,6 +231,10 @@ export class LocalProcessProvider implements InfraProvider {
       return;
     }
 
+    if (this.honourFailureMarker && launch.initialClusterState === 'new' && !existsSync(dataDir) && initStartSuppressed(this.clusterDir(cluster), name)) {
+      await this.write({ ...machine, version: launch.version, memberStartedAt: this.clock.now() });
+      return;
+    }
     await this.restoreDataDir(machine, dataDir, launch);
     const binary = this.findBinary(launch.version);
     const log = openSync(join(this.machineDir(cluster, name), 'etcd.log'), 'a');

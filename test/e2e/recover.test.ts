@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
@@ -104,5 +104,37 @@ describe('recover from a lost majority on real etcd', { timeout: 600_000 }, () =
     }
     const forced = env.events(NAME).filter((e) => e.action === 'ForceNewCluster');
     assert.equal(forced.length, 1);
+  });
+});
+
+describe('an init member that never starts, on real etcd', { timeout: 300_000 }, () => {
+  const nvEnv = newEnv('127.232');
+  after(() => {
+    nvEnv.cleanup();
+  });
+
+  test('the init machine is deleted after learnerStuckAfter, its init abandoned, and another machine initializes the cluster: 3 voters', async () => {
+    const clusterDir = join(nvEnv.stateDir, 'clusters', 'nv');
+    mkdirSync(clusterDir, { recursive: true });
+    // Test hook: the first member that would bootstrap behaves as an etcd that exits at once, always.
+    writeFileSync(join(clusterDir, 'init-never-starts'), '');
+    const manifest = nvEnv.writeManifest('nv', { replicas: 3, remediation: { learnerStuckAfter: '8s' } });
+    const up = await nvEnv.run(['up', '-f', manifest, '--timeout', '180s', '-o', 'json']);
+    assert.equal(up.code, 0, up.stderr);
+    const cp = nvEnv.controlPlaneRecords()[0];
+    assert.ok(cp);
+    const abandoned = cp.abandonedInits ?? [];
+    assert.equal(abandoned.length, 1, 'one init abandoned');
+    const [first] = abandoned;
+    assert.ok(first !== undefined && cp.initMachine !== undefined && cp.initMachine !== first);
+    assert.ok(existsSync(join(clusterDir, `init-never-starts.${first}`)), 'the hook held back that machine');
+    assert.ok(!nvEnv.machines('nv').some((m) => m.name === first), 'the abandoned init machine is deleted');
+    assert.ok(!existsSync(join(clusterDir, 'machines', first)), 'with its folder and data dir');
+    const events = nvEnv.events('nv');
+    const order = (action: string, machine: string): number => events.findIndex((e) => e.action === action && e.machine === machine && e.outcome === 'Succeeded');
+    assert.ok(order('MarkMachineFailed', first) >= 0 && order('MarkMachineFailed', first) < order('AbandonInit', first));
+    assert.ok(order('AbandonInit', first) < order('InitCluster', cp.initMachine), 'the next init is recorded after the abandon');
+    const { members } = await askEtcd(statusOf(up.stdout).status);
+    assert.equal(members.filter((m) => !m.isLearner).length, 3);
   });
 });
