@@ -30,25 +30,27 @@ export async function recoverCommand(ctx: CliContext, name: string, flags: Recov
       throw error;
     }
   };
+  // Surveyed before the lease is asked for: a healthy cluster is refused without stopping anyone.
+  let plan: RecoveryPlan;
+  try {
+    plan = await withClients(ctx, manifest, (clients) => survey(depsOf(clients)));
+  } catch (error) {
+    if (!(error instanceof BlockedError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return EXIT.blocked;
+  }
   if (flags.yes !== true) {
-    try {
-      const plan = await withClients(ctx, manifest, (clients) => survey(depsOf(clients)));
-      process.stdout.write(`${describePlan(plan).join('\n')}\n`);
-    } catch (error) {
-      if (!(error instanceof BlockedError)) throw error;
-      process.stderr.write(`error: ${error.message}\n`);
-      return EXIT.blocked;
-    }
+    process.stdout.write(`${describePlan(plan).join('\n')}\n`);
     process.stderr.write(`nothing changed: run fastplane recover ${name} --yes to carry out this plan\n`);
     return EXIT.blocked;
   }
   const outcome = await underLeaseWithClients(ctx, manifest, 'recovery', async (clients, writer) => {
     const deps = depsOf(clients);
-    // Surveyed again under the lease: nothing may have changed since a plan printed earlier.
-    const plan = await survey(deps);
-    process.stdout.write(`${describePlan(plan).join('\n')}\n`);
-    await forceNewCluster(deps, writer, plan);
-    process.stdout.write(`${plan.chosen.machine} runs as a one-member cluster; scaling back to ${String(plan.replicas)}\n`);
+    // Surveyed again under the lease: a reconcile that ran meanwhile may have changed the survivors.
+    const current = await survey(deps);
+    process.stdout.write(`${describePlan(current).join('\n')}\n`);
+    await forceNewCluster(deps, writer, current);
+    process.stdout.write(`${current.chosen.machine} runs as a one-member cluster; scaling back to ${String(current.replicas)}\n`);
     const generation = (await ctx.store.getControlPlane(name))?.generation;
     const result = await runUntilSettled(ctx.deps(manifest, writer), { deadline: startedAt + timeoutMs, ...(generation === undefined ? {} : { generation }) });
     return result.outcome;

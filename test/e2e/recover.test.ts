@@ -98,6 +98,7 @@ describe('recover from a lost majority on real etcd', { timeout: 600_000 }, () =
     try {
       const now = await client.getAll().prefix('/data/').strings();
       const missing = [...written].filter(([key, value]) => now[key] !== value).length;
+      console.log(`acknowledged writes missing after recover: ${String(missing)} of ${String(written.size)}`);
       assert.equal(missing, 0, 'acknowledged writes missing: the survivor was caught up');
     } finally {
       client.close();
