@@ -16,6 +16,7 @@ import { AddressSlots } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
 import { restoreSnapshot } from './etcd-tools.ts';
 import { sha256OfFile, writeFileAtomic } from './state-files.ts';
+import { initStartSuppressed } from './test-markers.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -50,7 +51,7 @@ export interface LocalProcessProviderOptions {
   snapshotCount?: number;
   /** Plain http and no certificates for the machines it creates (debugging only); default false. */
   insecure?: boolean;
-  /** Honour a machine's `provisioning-failed` marker file (a test hook; default false). */
+  /** Honour the test marker files: a machine's `provisioning-failed`, a cluster's `init-never-starts` (default false). */
   honourFailureMarker?: boolean;
   /** Where address-slot claims shared by every state dir on this host live (default: the OS temp dir). */
   claimsDir?: string;
@@ -189,6 +190,10 @@ export class LocalProcessProvider implements InfraProvider {
       return;
     }
 
+    if (this.honourFailureMarker && launch.initialClusterState === 'new' && !existsSync(dataDir) && initStartSuppressed(this.clusterDir(cluster), name)) {
+      await this.write({ ...machine, version: launch.version, memberStartedAt: this.clock.now() });
+      return;
+    }
     await this.restoreDataDir(machine, dataDir, launch);
     const binary = this.findBinary(launch.version);
     const log = openSync(join(this.machineDir(cluster, name), 'etcd.log'), 'a');
@@ -335,6 +340,7 @@ export class LocalProcessProvider implements InfraProvider {
     // 3.4/3.5 know no such flag and would refuse to start.
     if (versionAtLeast(launch.version, 3, 6)) args.push('--max-learners', String(launch.maxLearners));
     if (launch.quotaBackendBytes !== undefined) args.push('--quota-backend-bytes', String(launch.quotaBackendBytes));
+    if (launch.forceNewCluster === true) args.push('--force-new-cluster');
     // 3.4 defaults to the deprecated capnslog logger and warns about it; 3.5 already logs with zap.
     if (!versionAtLeast(launch.version, 3, 5)) args.push('--logger', 'zap', '--log-outputs', 'stderr');
     // The machine's URLs, fixed at creation, say whether it was created with certificates.

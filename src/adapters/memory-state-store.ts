@@ -119,6 +119,7 @@ export class MemoryStateStore implements StateStore {
             break;
           case 'ReserveOrdinal':
           case 'RecordRemediation':
+          case 'AbandonInit':
             if (cp) cp = deriveControlPlane(cp, write);
             break;
           case 'AppendEvent':

@@ -274,7 +274,8 @@ export class SqliteStateStore implements StateStore {
               break;
             }
             case 'ReserveOrdinal':
-            case 'RecordRemediation': {
+            case 'RecordRemediation':
+          case 'AbandonInit': {
               const current = this.readControlPlane(cluster);
               if (current) this.writeControlPlane(deriveControlPlane(current, write));
               break;

@@ -17,6 +17,7 @@ import type { CliContext } from './context.ts';
 import { loadManifestForCli } from './manifest-file.ts';
 import { progressFor } from './progress.ts';
 import { explain, render, type OutputFormat } from './render.ts';
+import { recoveryHint } from './recovery-hint.ts';
 
 /** The CLI's exit codes: the contract scripts rely on. */
 export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4, superseded: 5 } as const;
@@ -216,14 +217,15 @@ export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFl
 
 export async function statusCommand(ctx: CliContext, name: string | undefined, flags: { output: string; explain?: boolean }): Promise<number> {
   const format = parseOutput(flags.output);
+  const explained = async (doc: ControlPlaneStatusDocument): Promise<string> => [explain(doc), ...(await recoveryHint(ctx.stateDir, doc))].join('\n');
   if (name !== undefined) {
     const doc = await statusOf(ctx, name);
-    process.stdout.write(`${flags.explain === true ? explain(doc) : render(doc, format)}\n`);
+    process.stdout.write(`${flags.explain === true ? await explained(doc) : render(doc, format)}\n`);
     return EXIT.converged;
   }
   const docs: ControlPlaneStatusDocument[] = [];
   for (const cp of await ctx.store.listControlPlanes()) docs.push(await statusOf(ctx, cp.name));
-  process.stdout.write(`${flags.explain === true ? docs.map(explain).join('\n') : render(docs, format)}\n`);
+  process.stdout.write(`${flags.explain === true ? (await Promise.all(docs.map(explained))).join('\n') : render(docs, format)}\n`);
   return EXIT.converged;
 }
 

@@ -9,6 +9,7 @@ import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
 import { convertCommand } from './convert.ts';
 import { eventsCommand } from './events.ts';
 import { maintainCommand, type MaintainFlags } from './maintain-command.ts';
+import { recoverCommand, type RecoverFlags } from './recover-command.ts';
 import { reportCommand } from './report.ts';
 import { simulateCommand, type SimulateFlags } from './simulate.ts';
 
@@ -121,6 +122,13 @@ export function buildProgram(): Command {
     .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
     .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, (ctx) => certsCommand(ctx, first, second, flags)));
+
+  program
+    .command('recover <name>')
+    .description('when a majority of members is gone for good: restart the most up-to-date survivor with --force-new-cluster, delete the lost machines, scale back to replicas')
+    .option('--yes', 'carry out the plan (without it, only print the survivors and the plan, and exit 3)')
+    .addOption(timeout())
+    .action(async (name: string, flags: RecoverFlags) => withContext(program, (ctx) => recoverCommand(ctx, name, flags)));
 
   program
     .command('maintain <name>')

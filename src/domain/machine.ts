@@ -33,6 +33,8 @@ export interface MachineRecord {
   phase: MachinePhase;
   phaseTimes: Partial<Record<MachinePhase, number>>;
   role?: MachineRole;
+  /** When this machine was recorded as the init machine: how long its member has had to start. */
+  initRecordedAt?: number;
   memberId?: string;
   address?: string;
   clientURL?: string;
@@ -65,6 +67,13 @@ export interface ControlPlaneRecord {
   nextOrdinal: number;
   /** Set before the init member starts: a cluster is initialised at most once in its life. */
   initMachine?: string;
+  /**
+   * Init machines whose member never started and that were deleted before another init was chosen
+   * (at most one cluster ever bootstraps: an abandoned data dir never starts). Never named again.
+   */
+  abandonedInits?: string[];
+  /** The highest raft index any reconcile pass observed: what `recover` compares a survivor against. */
+  highestRaftIndex?: number;
   /** `fastplane restore`: the init member starts from this snapshot instead of an empty data dir. */
   restoreFrom?: SnapshotSource;
   initializedAt?: number;

@@ -14,7 +14,7 @@ export class StoreRefusedError extends Error {
 
 type ControlPlaneFields = Pick<
   ControlPlaneRecord,
-  'nextOrdinal' | 'initMachine' | 'restoreFrom' | 'initializedAt' | 'lastRemediation' | 'conditions' | 'observedGeneration' | 'lastPass'
+  'nextOrdinal' | 'initMachine' | 'restoreFrom' | 'initializedAt' | 'lastRemediation' | 'conditions' | 'observedGeneration' | 'lastPass' | 'highestRaftIndex'
 >;
 
 /** The control-plane fields a reconcile pass writes; the rest change only through a new spec. */
@@ -26,6 +26,9 @@ export function patchControlPlane(current: ControlPlaneRecord, patch: ControlPla
   }
   if (patch.initMachine !== undefined && current.initMachine !== undefined && patch.initMachine !== current.initMachine) {
     throw new StoreRefusedError(`control plane ${current.name}: initialized by ${current.initMachine} already; a cluster is initialized once`);
+  }
+  if (patch.initMachine !== undefined && current.abandonedInits?.includes(patch.initMachine) === true) {
+    throw new StoreRefusedError(`control plane ${current.name}: ${patch.initMachine} was abandoned as init machine; it never initializes`);
   }
   const next: ControlPlaneRecord = { ...current };
   for (const [key, value] of Object.entries(patch) as [keyof ControlPlaneFields, unknown][]) {
@@ -43,9 +46,24 @@ export function patchMachine(current: MachineRecord, set: Partial<MachineRecord>
   return next;
 }
 
-/** Applies the writes that derive a control-plane field from its stored value (both stores share this). */
-export function deriveControlPlane(current: ControlPlaneRecord, write: { kind: 'ReserveOrdinal'; ordinal: number } | { kind: 'RecordRemediation'; machine: string; at: number; minHealthyPeriodMs: number }): ControlPlaneRecord {
+export type DerivedWrite =
+  | { kind: 'ReserveOrdinal'; ordinal: number }
+  | { kind: 'RecordRemediation'; machine: string; at: number; minHealthyPeriodMs: number }
+  | { kind: 'AbandonInit'; machine: string };
+
+/**
+ * Applies the writes that derive a control-plane field from its stored value (both stores share this).
+ * AbandonInit is the only way `initMachine` is ever cleared, and only while it still names that
+ * machine: a retry after the next init was recorded changes nothing.
+ */
+export function deriveControlPlane(current: ControlPlaneRecord, write: DerivedWrite): ControlPlaneRecord {
   if (write.kind === 'ReserveOrdinal') return { ...current, nextOrdinal: Math.max(current.nextOrdinal, write.ordinal + 1) };
+  if (write.kind === 'AbandonInit') {
+    if (current.initMachine !== write.machine) return current;
+    const next: ControlPlaneRecord = { ...current, abandonedInits: [...(current.abandonedInits ?? []), write.machine] };
+    delete next.initMachine;
+    return next;
+  }
   return { ...current, lastRemediation: nextRemediation(current.lastRemediation, write.machine, write.at, write.minHealthyPeriodMs) };
 }
 

@@ -183,6 +183,9 @@ async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Prom
       await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
       return;
     }
+    case 'AbandonInit':
+      await deps.writer.commit({ kind: 'AbandonInit', machine: action.machine });
+      return;
   }
 }
 
@@ -195,9 +198,10 @@ function peerURLFor(observed: Observed, name: string): string {
 
 async function initCluster(deps: ExecutorDeps, observed: Observed, name: string): Promise<void> {
   const peerURL = peerURLFor(observed, name);
+  const now = deps.clock.now();
   // Recorded before the member starts: even a crash right after can never lead to a second init
   // (and the store refuses to name another init machine).
-  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { initMachine: name } }, { kind: 'PatchMachine', name, set: { role: 'init' } });
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { initMachine: name } }, { kind: 'PatchMachine', name, set: { role: 'init', initRecordedAt: now } });
   deps.failpoint('after-init-record');
   await deps.writer.verify();
   await deps.provider.startMember(deps.cluster, name, launchFor(await controlPlane(deps), await machineRecord(deps, name), `${name}=${peerURL}`, 'new'));

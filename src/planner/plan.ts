@@ -4,6 +4,7 @@ import { nextRemediation } from '../domain/remediation.ts';
 import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
+import { abandonInit, initNeverStarted } from './init-retry.ts';
 import { preflightForAdd } from './preflight.ts';
 import { removal } from './removal.ts';
 import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
@@ -49,6 +50,8 @@ function failureOf(step: Step, machine: ObservedMachine): { reason: string; mess
   const { record, infra } = machine;
   if (infra?.state === 'Failed') return { reason: 'ProvisioningFailed', message: infra.failureMessage ?? 'provisioning failed' };
   if (!infra) return record.phase === 'Pending' ? undefined : { reason: 'MachineMissing', message: 'the provider no longer has this machine' };
+  const initFailure = initNeverStarted(view, machine);
+  if (initFailure) return initFailure;
   if (!view.membersKnown) return undefined;
   const member = view.memberOf(machine);
   if (!member) {
@@ -394,6 +397,8 @@ export function planFromView(view: ClusterView): Decision {
   };
   const machineActions: MachineAction[] = [...detectFailures(step), ...requestDeletions(step)];
   machineActions.push(...creations(step), ...teardowns(step), ...restartsWithoutQuorum(step));
+  const abandon = abandonInit(view);
+  if (abandon) machineActions.push(abandon);
   const membershipAction = membership(step);
   explainRefusal(step, membershipAction);
   const actionCount = machineActions.length + (membershipAction ? 1 : 0);

@@ -57,6 +57,8 @@ export interface Observed {
   nextOrdinal: number;
   /** Machine chosen for init, once chosen (never again in this cluster's life). */
   initMachine?: string;
+  /** When a voter was first seen: from then on the init is never abandoned. */
+  initializedAt?: number;
   /** When the cluster was last remediated, with the retry count (KCP semantics). */
   lastRemediation?: { machine: string; at: number; retryCount: number };
   machines: ObservedMachine[];
@@ -98,7 +100,16 @@ export interface RestartMember {
   machine: string;
   reason: string;
 }
-export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion | RestartMember;
+/**
+ * Clears the init machine (only while it names `machine`) so another machine may initialize: planned
+ * only once that machine, whose member never started, is deleted. A record write, no etcd call.
+ */
+export interface AbandonInit {
+  kind: 'AbandonInit';
+  machine: string;
+  reason: string;
+}
+export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion | RestartMember | AbandonInit;
 
 export interface InitCluster {
   kind: 'InitCluster';

@@ -33,6 +33,11 @@ export interface MemberLaunch {
   clusterToken: string;
   maxLearners: number;
   quotaBackendBytes?: number;
+  /**
+   * `fastplane recover` only: this one start rewrites the member's data dir into a one-member cluster
+   * (etcd --force-new-cluster). Later starts never carry it.
+   */
+  forceNewCluster?: boolean;
 }
 
 export interface CreateMachineRequest {

@@ -13,7 +13,8 @@ export { StoreRefusedError, type ControlPlanePatch } from '../domain/record-writ
  *   the store applies only if the writer's token is still the cluster's lease, checked in the same
  *   transaction (fencing). A writer that lost its lease gets `FencedOutError` and writes nothing.
  * - Control-plane fields are patched field by field, never rewritten whole; the store refuses to
- *   change `initMachine` once set or to lower `nextOrdinal` (`StoreRefusedError`).
+ *   change `initMachine` once set or to lower `nextOrdinal` (`StoreRefusedError`); only `AbandonInit`
+ *   clears it, for an init member that never started.
  */
 export interface StateStore {
   getControlPlane(name: string): Promise<ControlPlaneRecord | undefined>;
@@ -83,6 +84,8 @@ export type StoreWrite =
   | { kind: 'ReserveOrdinal'; ordinal: number }
   /** Counts a remediation against the stored sequence (several in one pass each count). */
   | { kind: 'RecordRemediation'; machine: string; at: number; minHealthyPeriodMs: number }
+  /** Clears initMachine while it still names `machine` (deleted, its member never started) and lists it as abandoned. */
+  | { kind: 'AbandonInit'; machine: string }
   | { kind: 'AppendEvent'; event: EventRecord };
 
 /** The writer's lease is gone (expired and taken over, or deleted): it must stop acting. */

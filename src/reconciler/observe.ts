@@ -93,6 +93,7 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
     alarms,
   };
   if (cp.initMachine !== undefined) observed.initMachine = cp.initMachine;
+  if (cp.initializedAt !== undefined) observed.initializedAt = cp.initializedAt;
   if (cp.lastRemediation) observed.lastRemediation = cp.lastRemediation;
   if (lastMembershipAttempt) observed.lastMembershipAttempt = lastMembershipAttempt;
   return observed;

@@ -9,7 +9,11 @@ import type { StoreWrite } from '../ports/state-store.ts';
  * bookkeeping; decisions stay in the planner. Each machine's changes are a field patch, so they never
  * undo what an action wrote to another field meanwhile.
  */
-export function observationWrites(view: ClusterView, decision: Decision, initializedAt: number | undefined): { writes: StoreWrite[]; changed: MachineRecord[] } {
+export function observationWrites(
+  view: ClusterView,
+  decision: Decision,
+  cp: { initializedAt?: number | undefined; highestRaftIndex?: number | undefined },
+): { writes: StoreWrite[]; changed: MachineRecord[] } {
   const { observed, now } = view;
   const changed: MachineRecord[] = [];
   const writes: StoreWrite[] = [];
@@ -58,7 +62,10 @@ export function observationWrites(view: ClusterView, decision: Decision, initial
         changed.push(next);
       }
     }
-    if (initializedAt === undefined && view.voters.length > 0) writes.push({ kind: 'PatchControlPlane', patch: { initializedAt: now } });
+    if (cp.initializedAt === undefined && view.voters.length > 0) writes.push({ kind: 'PatchControlPlane', patch: { initializedAt: now } });
+    // What `recover` compares a survivor against: entries past the survivor's index may be lost.
+    const highest = Math.max(0, ...view.members.map((m) => (m.status?.ok === true ? m.status.status.raftIndex : 0)));
+    if (highest > (cp.highestRaftIndex ?? 0)) writes.push({ kind: 'PatchControlPlane', patch: { highestRaftIndex: highest } });
   }
   return { writes, changed };
 }

@@ -58,7 +58,7 @@ export async function reconcileOnce(
   const now = deps.clock.now();
   const view = buildView(spec, observed, now);
   const decision = planFromView(view);
-  const { writes, changed } = observationWrites(view, decision, cp.initializedAt);
+  const { writes, changed } = observationWrites(view, decision, cp);
   const waits = decision.waits.map((w) => `${w.code}: ${w.message}`);
   await deps.writer.commit(...writes, {
     kind: 'PatchControlPlane',

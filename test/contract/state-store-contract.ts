@@ -182,6 +182,29 @@ export function defineStateStoreContract(label: string, make: () => { store: Sta
     );
 
     test(
+      'AbandonInit clears initMachine only while it names that machine, lists it, and that machine never becomes init again',
+      withStore(async (store) => {
+        const lease = await leased(store, 'alpha');
+        await store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-1' } }]);
+        await store.commit(lease, [{ kind: 'AbandonInit', machine: 'alpha-2' }]);
+        assert.equal((await store.getControlPlane('alpha'))?.initMachine, 'alpha-1', 'another machine named: nothing changes');
+        await store.commit(lease, [{ kind: 'AbandonInit', machine: 'alpha-1' }]);
+        let cp = await store.getControlPlane('alpha');
+        assert.equal(cp?.initMachine, undefined);
+        assert.deepEqual(cp?.abandonedInits, ['alpha-1']);
+        await assert.rejects(store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-1' } }]), StoreRefusedError);
+        await store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-2' } }]);
+        // A retried abandon of the first init, after the second was recorded, keeps the second.
+        await store.commit(lease, [{ kind: 'AbandonInit', machine: 'alpha-1' }]);
+        cp = await store.getControlPlane('alpha');
+        assert.ok(cp);
+        assert.equal(cp.initMachine, 'alpha-2');
+        assert.deepEqual(cp.abandonedInits, ['alpha-1']);
+        await assert.rejects(store.commit(lease, [{ kind: 'PatchControlPlane', patch: { initMachine: 'alpha-3' } }]), StoreRefusedError);
+      }),
+    );
+
+    test(
       'events keep their order, carry a sequence number, and can be read after a given one',
       withStore(async (store) => {
         const lease = await leased(store, 'alpha');

@@ -141,7 +141,9 @@ export class InvariantChecker {
     const learners = world.learnerCount(NAME);
     if (cp && learners > cp.manifest.spec.etcd.maxLearners) this.fail('invariant 2', `${String(learners)} learners, limit ${String(cp.manifest.spec.etcd.maxLearners)}`);
     if (cp?.initMachine !== undefined) {
-      if (this.initMachine !== undefined && this.initMachine !== cp.initMachine) this.fail('invariant 1', `init machine changed from ${this.initMachine} to ${cp.initMachine}`);
+      // Only an init whose member never started may be replaced, after AbandonInit listed it.
+      const abandoned = this.initMachine !== undefined && cp.abandonedInits?.includes(this.initMachine) === true;
+      if (this.initMachine !== undefined && this.initMachine !== cp.initMachine && !abandoned) this.fail('invariant 1', `init machine changed from ${this.initMachine} to ${cp.initMachine}`);
       this.initMachine = cp.initMachine;
     }
   }

@@ -21,8 +21,8 @@ import type { WorkerReply, WorkerRequest } from './property-worker.ts';
  *   from their data (it never forces a new cluster). The fault properties never kill a voter when
  *   that would leave fewer running voters than quorum; a separate property kills a majority on
  *   purpose and asserts recovery by restart, or Blocked/QuorumLost when the members cannot start.
- * - An init member that never starts can never be replaced (a cluster is initialised once in its
- *   life): neverStart faults only hit machines once a cluster exists; the case is pinned below.
+ * - An init member that never starts is replaced after learnerStuckAfter (deleted, then its init
+ *   abandoned); neverStart faults only hit machines once a cluster exists; the re-pick is pinned below.
  *
  * Two of the four properties run on a worker thread (the second core) while the other two run here:
  * about 38 s on a 2-core machine, a little more with other suites running beside it.
@@ -234,18 +234,34 @@ describe('quorum lost, and what cannot be recovered', () => {
     checker.checkWorld();
   });
 
-  test('an init member that never starts blocks the cluster for good, and is never replaced by a second init', async () => {
-    // By design (invariant 1): the init machine is recorded before its member starts and a cluster is
-    // initialised once in its life. If that member never starts, nothing may bootstrap elsewhere.
+  test('an init member that never starts is deleted, its init abandoned, and another machine initializes: one bootstrap, converged', async () => {
+    // Invariant 1 holds across the re-pick: the abandoned init machine is deleted (with its data dir)
+    // before AbandonInit, and only then is the next InitCluster recorded.
     const sim = new Simulation(manifestFor({ ...BASE, provisioning: { minMs: 10_000, maxMs: 10_000 } }), { seed: 3 });
-    for (const name of ['prop-1', 'prop-2', 'prop-3']) sim.clock.schedule(sim.clock.now() + 5_000, () => { sim.world.neverStart(name); });
     const trace: Trace = { log: [], passes: 0 };
     const checker = new InvariantChecker(sim, trace);
-    const result = await sim.run(600_000, checker.onPass.bind(checker));
-    assert.notEqual(result.outcome, 'Converged');
-    assert.equal(sim.world.initCount, 0);
+    let first: string | undefined;
+    const result = await sim.run(600_000, (pass) => {
+      checker.onPass(pass);
+      // The first machine picked to initialize never starts its member.
+      const action = pass.decision.membershipAction;
+      if (first === undefined && action?.kind === 'InitCluster') {
+        first = action.machine;
+        sim.world.neverStart(first);
+      }
+    });
+    assert.equal(result.outcome, 'Converged');
+    assert.equal(sim.world.initCount, 1);
     checker.checkWorld();
-    const inits = sim.store.inspect(NAME).events.filter((e) => e.action === 'InitCluster');
-    assert.equal(inits.length, 1, 'one InitCluster, never a second one on another machine');
+    const { controlPlane, events } = sim.store.inspect(NAME);
+    assert.ok(controlPlane);
+    assert.deepEqual(controlPlane.abandonedInits, [first]);
+    assert.notEqual(controlPlane.initMachine, first);
+    assert.ok(first !== undefined);
+    const seq = (action: string, machine?: string): number => events.findIndex((e) => e.action === action && e.outcome === 'Succeeded' && (machine === undefined || e.machine === machine));
+    const deleted = seq('DeleteMachine', first);
+    assert.ok(deleted >= 0 && deleted < seq('AbandonInit', first), 'the init machine is deleted before its init is abandoned');
+    assert.ok(seq('AbandonInit', first) < seq('InitCluster', controlPlane.initMachine), 'the new init is recorded after the abandon');
+    assertConvergedInModel(sim, 3, BASE.version, 'after the init re-pick');
   });
 });

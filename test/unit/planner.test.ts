@@ -144,6 +144,47 @@ describe('planner: scale up', () => {
     assert.deepEqual(restart.membershipAction, { kind: 'StartMember', machine: 't-1', initialClusterState: 'new', reason: 'RestartInitMember' });
   });
 
+  test('an init member that never starts: failed after learnerStuckAfter, deleted, then its init abandoned, then another machine initializes', () => {
+    const stuckAfter = spec().remediation.learnerStuckAfterMs;
+    const initAt = (at: number): Observed['machines'][number] => {
+      const m = machine('t-1', { memberRunning: false, memberStartedAt: NOW - 5000 });
+      m.record.initRecordedAt = at;
+      return m;
+    };
+    const unreadable = 'no member process is running';
+    const early = decide(observed({ machines: [initAt(NOW - stuckAfter + 1000), machine('t-2'), machine('t-3')], members: unreadable, initMachine: 't-1' }));
+    assert.deepEqual(early.membershipAction, { kind: 'StartMember', machine: 't-1', initialClusterState: 'new', reason: 'RestartInitMember' });
+    assert.ok(!early.machineActions.some((a) => a.kind === 'MarkMachineFailed'), 'within learnerStuckAfter it only restarts');
+
+    const late = decide(observed({ machines: [initAt(NOW - stuckAfter), machine('t-2'), machine('t-3')], members: unreadable, initMachine: 't-1' }));
+    assert.ok(late.machineActions.some((a) => a.kind === 'MarkMachineFailed' && a.machine === 't-1' && a.reason === 'InitMemberNeverStarted'));
+    assert.ok(late.machineActions.some((a) => a.kind === 'DeleteMachine' && a.machine === 't-1'), 'deleted in the same pass: it never joined');
+    assert.equal(late.membershipAction, undefined, 'neither restarted nor re-initialized while it is being deleted');
+    assert.ok(!late.machineActions.some((a) => a.kind === 'AbandonInit'), 'abandoned only once its record is gone');
+
+    const gone = decide(observed({ machines: [machine('t-2'), machine('t-3')], members: unreadable, initMachine: 't-1' }));
+    assert.deepEqual(gone.machineActions.filter((a) => a.kind === 'AbandonInit'), [{ kind: 'AbandonInit', machine: 't-1', reason: 'InitMachineDeleted' }]);
+    assert.equal(gone.membershipAction, undefined, 'no InitCluster in the pass that abandons');
+
+    const next = decide(observed({ machines: [machine('t-2'), machine('t-3')], members: [], initMachine: undefined }));
+    assert.deepEqual(next.membershipAction, { kind: 'InitCluster', machine: 't-2', reason: 'FirstMachineProvisioned' });
+  });
+
+  test('an init is never abandoned once the cluster was initialized or any machine has been a member', () => {
+    const initialized = observed({ machines: [machine('t-2'), machine('t-3')], members: 'no member process is running', initMachine: 't-1' });
+    initialized.initializedAt = NOW - 60_000;
+    assert.ok(!decide(initialized).machineActions.some((a) => a.kind === 'AbandonInit'));
+    const member = machine('t-2', { memberRunning: false });
+    member.record.memberId = 'abc';
+    const joined = observed({ machines: [member, machine('t-3')], members: 'no member process is running', initMachine: 't-1' });
+    assert.ok(!decide(joined).machineActions.some((a) => a.kind === 'AbandonInit'));
+    const stuck = machine('t-1', { memberRunning: false, memberStartedAt: NOW - 1000 });
+    stuck.record.initRecordedAt = NOW - 3_600_000;
+    const afterInit = observed({ machines: [stuck, machine('t-2'), machine('t-3')], members: 'no member process is running', initMachine: 't-1' });
+    afterInit.initializedAt = NOW - 3_000_000;
+    assert.ok(!decide(afterInit).machineActions.some((a) => a.kind === 'MarkMachineFailed'), 'an initialized cluster\'s init member is restarted, never replaced');
+  });
+
   test('never initializes while the member list cannot be read (invariant 1: only when no member exists)', () => {
     // With an unreadable list the planner cannot know that no member exists.
     const o = observed({ machines: [machine('t-1'), machine('t-2'), machine('t-3')], members: 'context deadline exceeded', initMachine: undefined });

@@ -1,0 +1,61 @@
+import { InvalidInputError } from '../api/errors.ts';
+import { describePlan, forceNewCluster, HasQuorumError, surveyRecovery, type RecoverDeps, type RecoveryPlan } from '../dr/recover.ts';
+import { BlockedError } from '../dr/restore.ts';
+import { systemClock } from '../ports/clock.ts';
+import { runUntilSettled } from '../reconciler/run.ts';
+import { underLeaseWithClients, withClients, type DayTwoClients } from './backup-commands.ts';
+import { EXIT, OUTCOME_EXIT, parseTimeout, storedManifest } from './commands.ts';
+import type { CliContext } from './context.ts';
+
+export interface RecoverFlags {
+  yes?: boolean;
+  timeout: string;
+}
+
+/**
+ * `recover NAME`: prints the survivors and the plan; with --yes forces the best survivor into a
+ * one-member cluster and converges back to `replicas`, all under the cluster's lease. A cluster with
+ * quorum is bad input (exit 2): recovery would throw committed data away for nothing.
+ */
+export async function recoverCommand(ctx: CliContext, name: string, flags: RecoverFlags): Promise<number> {
+  const timeoutMs = parseTimeout(flags.timeout);
+  const startedAt = Date.now();
+  const manifest = await storedManifest(ctx, name);
+  const depsOf = ({ admin, maintenance }: DayTwoClients): RecoverDeps => ({ cluster: name, store: ctx.store, provider: ctx.provider(manifest), admin, maintenance, clock: systemClock });
+  const survey = async (deps: RecoverDeps): Promise<RecoveryPlan> => {
+    try {
+      return await surveyRecovery(deps);
+    } catch (error) {
+      if (error instanceof HasQuorumError) throw new InvalidInputError([`recover ${name}: ${error.message}`]);
+      throw error;
+    }
+  };
+  // Surveyed before the lease is asked for: a healthy cluster is refused without stopping anyone.
+  let plan: RecoveryPlan;
+  try {
+    plan = await withClients(ctx, manifest, (clients) => survey(depsOf(clients)));
+  } catch (error) {
+    if (!(error instanceof BlockedError)) throw error;
+    process.stderr.write(`error: ${error.message}\n`);
+    return EXIT.blocked;
+  }
+  if (flags.yes !== true) {
+    process.stdout.write(`${describePlan(plan).join('\n')}\n`);
+    process.stderr.write(`nothing changed: run fastplane recover ${name} --yes to carry out this plan\n`);
+    return EXIT.blocked;
+  }
+  const outcome = await underLeaseWithClients(ctx, manifest, 'recovery', async (clients, writer) => {
+    const deps = depsOf(clients);
+    // Surveyed again under the lease: a reconcile that ran meanwhile may have changed the survivors.
+    const current = await survey(deps);
+    process.stdout.write(`${describePlan(current).join('\n')}\n`);
+    await forceNewCluster(deps, writer, current);
+    process.stdout.write(`${current.chosen.machine} runs as a one-member cluster; scaling back to ${String(current.replicas)}\n`);
+    const generation = (await ctx.store.getControlPlane(name))?.generation;
+    const result = await runUntilSettled(ctx.deps(manifest, writer), { deadline: startedAt + timeoutMs, ...(generation === undefined ? {} : { generation }) });
+    return result.outcome;
+  });
+  if (outcome === undefined) return EXIT.blocked;
+  process.stdout.write(`recovery of ${name}: ${outcome}\n`);
+  return OUTCOME_EXIT[outcome];
+}

@@ -1,0 +1,161 @@
+import type { ControlPlaneRecord } from '../domain/machine.ts';
+import { launchFor } from '../executor/execute.ts';
+import type { FencedWriter } from '../executor/fenced-writer.ts';
+import { toPlannerSpec } from '../planner/spec.ts';
+import { buildView, hasQuorum } from '../planner/view.ts';
+import type { Clock } from '../ports/clock.ts';
+import type { EtcdAdmin } from '../ports/etcd-admin.ts';
+import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
+import type { InfraProvider } from '../ports/infra-provider.ts';
+import type { StateStore } from '../ports/state-store.ts';
+import { observe } from '../reconciler/observe.ts';
+import { BlockedError } from './restore.ts';
+
+/**
+ * `fastplane recover`: the way back when a majority of members is gone for good (disks lost). etcd
+ * cannot change membership without quorum, so the most up-to-date survivor is restarted once with
+ * --force-new-cluster (a one-member cluster keeping its data and member ID), every other machine is
+ * deleted, and the normal reconcile scales back to `replicas`: parallel provisioning, one learner at
+ * a time. Entries the survivor never received are lost; the report says how many may be.
+ */
+
+export interface SurvivorReading {
+  machine: string;
+  memberId: string;
+  clientURL: string;
+  raftIndex: number;
+  revision: number;
+}
+
+export interface RecoveryPlan {
+  cluster: string;
+  /** Members that answer, the most up-to-date first. */
+  survivors: SurvivorReading[];
+  chosen: SurvivorReading;
+  /** Machines deleted: every machine but the chosen one (other survivors' data diverges from it). */
+  deleted: string[];
+  /** The highest raft index any reconcile pass observed, when recorded. */
+  highestRaftIndex?: number;
+  replicas: number;
+}
+
+export interface RecoverDeps {
+  cluster: string;
+  store: StateStore;
+  provider: InfraProvider;
+  admin: EtcdAdmin;
+  maintenance: EtcdMaintenance;
+  clock: Clock;
+}
+
+/** A cluster with quorum needs no recovery: `recover` would only throw data away. */
+export class HasQuorumError extends Error {
+  override readonly name = 'HasQuorumError';
+}
+
+async function controlPlane(deps: RecoverDeps): Promise<ControlPlaneRecord> {
+  const cp = await deps.store.getControlPlane(deps.cluster);
+  if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
+  return cp;
+}
+
+/** The most entries first, then the newest revision, then the oldest machine (a stable pick). */
+function byProgress(a: SurvivorReading, b: SurvivorReading): number {
+  return b.raftIndex - a.raftIndex || b.revision - a.revision || a.machine.localeCompare(b.machine, 'en', { numeric: true });
+}
+
+/** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
+export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
+  const cp = await controlPlane(deps);
+  const observed = await observe({ cluster: deps.cluster, etcd: deps.admin, provider: deps.provider, store: deps.store });
+  const view = buildView(toPlannerSpec(cp.manifest), observed, deps.clock.now());
+  if (view.membersKnown && view.voters.length > 0 && hasQuorum(view)) {
+    throw new HasQuorumError(
+      `control plane ${deps.cluster} has quorum (${String(view.healthyVoters.length)} of ${String(view.voters.length)} voters healthy): nothing to recover; recover is only for a majority lost for good`,
+    );
+  }
+  const readings = await Promise.all(
+    observed.machines.map(async (m): Promise<SurvivorReading | undefined> => {
+      const clientURL = m.record.clientURL;
+      if (clientURL === undefined || m.infra?.memberRunning !== true) return undefined;
+      try {
+        const usage = await deps.maintenance.usage(clientURL);
+        return { machine: m.record.name, memberId: usage.memberId, clientURL, raftIndex: usage.raftIndex, revision: usage.revision };
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  const survivors = readings.filter((r): r is SurvivorReading => r !== undefined).sort(byProgress);
+  const chosen = survivors[0];
+  if (!chosen) throw new BlockedError(`no member of ${deps.cluster} answers: nothing to recover from; restore from a backup (fastplane backups ${deps.cluster}, then fastplane restore ${deps.cluster} --from FILE --replace)`);
+  const plan: RecoveryPlan = {
+    cluster: deps.cluster,
+    survivors,
+    chosen,
+    deleted: observed.machines.map((m) => m.record.name).filter((name) => name !== chosen.machine),
+    replicas: cp.manifest.spec.replicas,
+  };
+  if (cp.highestRaftIndex !== undefined) plan.highestRaftIndex = cp.highestRaftIndex;
+  return plan;
+}
+
+/** What may have been lost: raft entries past the survivor's index that some pass saw committed. */
+export function describeLoss(plan: RecoveryPlan): string {
+  const { chosen, highestRaftIndex } = plan;
+  if (highestRaftIndex === undefined) return `no raft index was recorded before: cannot tell what was lost (survivor ${chosen.machine} at index ${String(chosen.raftIndex)})`;
+  const missing = Math.max(0, highestRaftIndex - chosen.raftIndex);
+  if (missing === 0) return `nothing observed was lost: survivor ${chosen.machine} is at raft index ${String(chosen.raftIndex)}, the highest ever observed was ${String(highestRaftIndex)}`;
+  return `up to ${String(missing)} raft entries may be lost: survivor ${chosen.machine} is at raft index ${String(chosen.raftIndex)}, the highest ever observed was ${String(highestRaftIndex)}`;
+}
+
+export function describePlan(plan: RecoveryPlan): string[] {
+  return [
+    `surviving members of ${plan.cluster} (most up to date first):`,
+    ...plan.survivors.map((s) => `  ${s.machine}  member ${s.memberId}  raft index ${String(s.raftIndex)}  revision ${String(s.revision)}`),
+    'plan:',
+    `  1. restart ${plan.chosen.machine} once with --force-new-cluster: a one-member cluster with its data`,
+    `  2. delete ${plan.deleted.length === 0 ? 'no machine' : plan.deleted.join(', ')}`,
+    `  3. scale back to ${String(plan.replicas)} members: machines provisioned in parallel, one learner at a time`,
+    describeLoss(plan),
+  ];
+}
+
+const FORCED_START_TIMEOUT_MS = 60_000;
+
+/**
+ * Steps 1 and 2 of the plan, under the caller's lease (the normal reconcile then does step 3). The
+ * other members are stopped first, so none rejoins the old membership while the survivor restarts.
+ */
+export async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<void> {
+  const { cluster, provider, clock } = deps;
+  const cp = await controlPlane(deps);
+  const record = await deps.store.getMachine(cluster, plan.chosen.machine);
+  if (record?.peerURL === undefined) throw new Error(`machine ${plan.chosen.machine} has no peer URL`);
+  await writer.verify();
+  for (const name of plan.deleted) await provider.stopMember(cluster, name);
+  await provider.stopMember(cluster, plan.chosen.machine);
+  await writer.verify();
+  const launch = { ...launchFor(cp, record, `${record.name}=${record.peerURL}`, 'existing'), forceNewCluster: true };
+  await provider.startMember(cluster, plan.chosen.machine, launch);
+  const deadline = clock.now() + FORCED_START_TIMEOUT_MS;
+  for (;;) {
+    try {
+      const members = await deps.admin.memberList([plan.chosen.clientURL]);
+      if (members.length === 1) break;
+    } catch {
+      // Still starting.
+    }
+    if (clock.now() >= deadline) throw new BlockedError(`${plan.chosen.machine} did not come back as a one-member cluster within ${String(FORCED_START_TIMEOUT_MS / 1000)} s`);
+    await clock.sleep(250);
+  }
+  const at = clock.now();
+  // Failed and leaving: the reconcile tears these machines down and provisions their replacements.
+  await writer.commit(
+    ...plan.deleted.map((name) => ({ kind: 'PatchMachine' as const, name, set: { failed: { reason: 'LostInRecovery', message: `deleted by fastplane recover (survivor ${plan.chosen.machine})`, at }, deleteRequested: { reason: 'LostInRecovery', at } } })),
+    {
+      kind: 'AppendEvent',
+      event: { cluster, at, endedAt: clock.now(), type: 'Warning', reason: 'ForcedNewCluster', action: 'ForceNewCluster', outcome: 'Succeeded', machine: plan.chosen.machine, message: `restarted ${plan.chosen.machine} with --force-new-cluster; ${describeLoss(plan)}` },
+    },
+  );
+}

@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
+import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
+
+const newEnv = cliEnvFactory();
+const env = newEnv('127.231');
+const NAME = 'rec';
+const KEYS = 500;
+
+function machineDir(machine: string): string {
+  return join(env.stateDir, 'clusters', NAME, 'machines', machine);
+}
+
+/** What a refused recover must leave as it was: records, member processes. */
+function stateSnapshot(): string {
+  return JSON.stringify({
+    machines: env.machines(NAME).map((m) => ({ name: m.name, failed: m.failed, deleteRequested: m.deleteRequested })),
+    initMachine: env.controlPlaneRecords()[0]?.initMachine,
+    processes: pidsUnder(env.stateDir).sort(),
+  });
+}
+
+describe('recover from a lost majority on real etcd', { timeout: 600_000 }, () => {
+  after(() => {
+    env.cleanup();
+  });
+  let doc: ControlPlaneStatusDocument;
+  const written = new Map<string, string>();
+
+  test('recover on a healthy cluster is bad input (exit 2) and changes nothing', async () => {
+    const up = await env.run(['up', '--name', NAME, '--replicas', '3', '--timeout', '120s', '-o', 'json']);
+    assert.equal(up.code, 0, up.stderr);
+    doc = statusOf(up.stdout);
+    const client = kvClientFor(doc.status);
+    try {
+      for (let i = 0; i < KEYS; i++) {
+        const key = `/data/${String(i).padStart(4, '0')}`;
+        await client.put(key).value(`v${String(i)}`);
+        written.set(key, `v${String(i)}`);
+      }
+    } finally {
+      client.close();
+    }
+    // A reconcile pass records the highest raft index it observes: what recover compares against.
+    const again = await env.run(['up', '--name', NAME, '--replicas', '3', '--timeout', '60s']);
+    assert.equal(again.code, 0, again.stderr);
+    assert.ok((env.controlPlaneRecords()[0]?.highestRaftIndex ?? 0) >= KEYS, 'highest raft index recorded');
+    const before = stateSnapshot();
+    const healthy = await env.run(['recover', NAME]);
+    assert.equal(healthy.code, 2, healthy.stderr);
+    assert.match(healthy.stderr, /has quorum \(3 of 3 voters healthy\): nothing to recover/);
+    assert.equal(stateSnapshot(), before);
+  });
+
+  test('after SIGKILL of 2 of 3 members and loss of their data dirs: recover prints the plan and exits 3 without --yes, converges to 3 voters with every key with --yes', async () => {
+    const init = env.controlPlaneRecords()[0]?.initMachine;
+    assert.ok(init !== undefined);
+    const lost = env.machines(NAME).map((m) => m.name).filter((name) => name !== init);
+    assert.equal(lost.length, 2);
+    for (const machine of lost) {
+      for (const pid of pidsUnder(machineDir(machine))) process.kill(pid, 'SIGKILL');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const machine of lost) rmSync(join(machineDir(machine), 'data'), { recursive: true, force: true });
+
+    const explained = await env.run(['status', NAME, '--explain']);
+    assert.equal(explained.code, 0, explained.stderr);
+    assert.match(explained.stdout, /QuorumLost/);
+    assert.match(explained.stdout, new RegExp(`fastplane recover ${NAME}`));
+    assert.match(explained.stdout, /no backup of rec exists/);
+
+    const before = stateSnapshot();
+    const dry = await env.run(['recover', NAME]);
+    assert.equal(dry.code, 3, dry.stderr);
+    assert.match(dry.stdout, new RegExp(`${init}\\s+member \\d+\\s+raft index \\d+\\s+revision \\d+`));
+    assert.match(dry.stdout, new RegExp(`restart ${init} once with --force-new-cluster`));
+    assert.match(dry.stdout, new RegExp(`delete ${lost.join(', ')}`));
+    assert.match(dry.stderr, /nothing changed: run fastplane recover rec --yes/);
+    assert.equal(stateSnapshot(), before, 'without --yes nothing changes');
+
+    const run = await env.run(['recover', NAME, '--yes', '--timeout', '240s']);
+    assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+    assert.match(run.stdout, /nothing observed was lost: survivor/);
+    assert.match(run.stdout, /recovery of rec: Converged/);
+
+    const names = env.machines(NAME).map((m) => m.name);
+    assert.equal(names.length, 3);
+    for (const machine of lost) assert.ok(!names.includes(machine), `${machine} deleted`);
+    const status = await env.run(['status', NAME, '-o', 'json']);
+    const { members, statuses } = await askEtcd(statusOf(status.stdout).status);
+    assert.equal(members.filter((m) => !m.isLearner).length, 3, 'three voters');
+    assert.equal(statuses.length, 3);
+    const client = kvClientFor(statusOf(status.stdout).status);
+    try {
+      const now = await client.getAll().prefix('/data/').strings();
+      const missing = [...written].filter(([key, value]) => now[key] !== value).length;
+      console.log(`acknowledged writes missing after recover: ${String(missing)} of ${String(written.size)}`);
+      assert.equal(missing, 0, 'acknowledged writes missing: the survivor was caught up');
+    } finally {
+      client.close();
+    }
+    const forced = env.events(NAME).filter((e) => e.action === 'ForceNewCluster');
+    assert.equal(forced.length, 1);
+  });
+});
+
+describe('an init member that never starts, on real etcd', { timeout: 300_000 }, () => {
+  const nvEnv = newEnv('127.232');
+  after(() => {
+    nvEnv.cleanup();
+  });
+
+  test('the init machine is deleted after learnerStuckAfter, its init abandoned, and another machine initializes the cluster: 3 voters', async () => {
+    const clusterDir = join(nvEnv.stateDir, 'clusters', 'nv');
+    mkdirSync(clusterDir, { recursive: true });
+    // Test hook: the first member that would bootstrap behaves as an etcd that exits at once, always.
+    writeFileSync(join(clusterDir, 'init-never-starts'), '');
+    const manifest = nvEnv.writeManifest('nv', { replicas: 3, remediation: { learnerStuckAfter: '8s' } });
+    const up = await nvEnv.run(['up', '-f', manifest, '--timeout', '180s', '-o', 'json']);
+    assert.equal(up.code, 0, up.stderr);
+    const cp = nvEnv.controlPlaneRecords()[0];
+    assert.ok(cp);
+    const abandoned = cp.abandonedInits ?? [];
+    assert.equal(abandoned.length, 1, 'one init abandoned');
+    const [first] = abandoned;
+    assert.ok(first !== undefined && cp.initMachine !== undefined && cp.initMachine !== first);
+    assert.ok(existsSync(join(clusterDir, `init-never-starts.${first}`)), 'the hook held back that machine');
+    assert.ok(!nvEnv.machines('nv').some((m) => m.name === first), 'the abandoned init machine is deleted');
+    assert.ok(!existsSync(join(clusterDir, 'machines', first)), 'with its folder and data dir');
+    const events = nvEnv.events('nv');
+    const order = (action: string, machine: string): number => events.findIndex((e) => e.action === action && e.machine === machine && e.outcome === 'Succeeded');
+    assert.ok(order('MarkMachineFailed', first) >= 0 && order('MarkMachineFailed', first) < order('AbandonInit', first));
+    assert.ok(order('AbandonInit', first) < order('InitCluster', cp.initMachine), 'the next init is recorded after the abandon');
+    const { members } = await askEtcd(statusOf(up.stdout).status);
+    assert.equal(members.filter((m) => !m.isLearner).length, 3);
+  });
+});
