@@ -14,12 +14,11 @@ import { observe } from '../reconciler/observe.ts';
 import { underLease, type UnderLeaseOptions } from '../reconciler/under-lease.ts';
 import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
+import { EXIT } from './exit-codes.ts';
 import { loadManifestForCli } from './manifest-file.ts';
 import { progressFor } from './progress.ts';
 import { explain, render, type OutputFormat } from './render.ts';
 
-/** The CLI's exit codes: the contract scripts rely on. */
-export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4, superseded: 5 } as const;
 
 export const OUTCOME_EXIT: Record<Convergence['outcome'], number> = {
   Converged: EXIT.converged,
@@ -112,7 +111,7 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
 async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStatusDocument> {
   const cp = await ctx.store.getControlPlane(name);
   if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
-  const observed = await observe(ctx.observeDeps(cp.manifest));
+  const observed = await observe(await ctx.observeDeps(cp.manifest));
   const now = Date.now();
   const decision = plan(toPlannerSpec(cp.manifest), observed, now);
   const conditions = nextConditions(cp.conditions, decision.conditions, now);
@@ -141,15 +140,17 @@ export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane,
   const generation = applied.record.generation;
   ctx.log.info({ cluster: name, generation, changed: applied.changed }, applied.changed ? `stored generation ${String(generation)}` : `spec unchanged at generation ${String(generation)}`);
   const progress = progressFor();
+  const depsFor = await ctx.depsFor(manifest, (event) => {
+    progress.onEvent(event);
+  });
   const title = `Reconciling control plane ${name} generation ${String(generation)} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`;
   const result = await progress.run(title, () =>
     convergeGeneration(manifest, generation, {
       store: ctx.store,
       clock: systemClock,
       deadline: startedAt + timeoutMs,
-      depsFor: (writer) => ctx.deps(manifest, writer, (event) => {
-        progress.onEvent(event);
-      }),
+      depsFor,
+      log: ctx.log,
       onPass: (pass) => {
         progress.onPass(pass);
       },

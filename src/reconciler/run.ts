@@ -4,6 +4,7 @@ import { planFromView, REQUEUE } from '../planner/plan.ts';
 import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
+import type { Logger } from '../ports/logger.ts';
 import { observe } from './observe.ts';
 import { observationWrites } from './record.ts';
 import { nextConditions } from './status.ts';
@@ -45,12 +46,32 @@ export interface RunOptions {
   stopRequested?: () => boolean;
 }
 
+/** What a pass needs: the executor's ports, and optionally a logger (the CLI's; the simulator passes none). */
+export type ReconcileDeps = ExecutorDeps & { log?: Logger };
+
+/** Each pass's decision at debug: what it does, what it waits for and when it looks again. */
+function logDecision(log: Logger | undefined, cluster: string, generation: number, decision: Decision): void {
+  if (!log) return;
+  const actions = decision.membershipAction ? [...decision.machineActions, decision.membershipAction] : decision.machineActions;
+  log.debug(
+    { cluster, generation, actions, waits: decision.waits, requeueAfterMs: decision.requeueAfterMs, converged: decision.converged, blocked: decision.blocked },
+    `pass: ${String(actions.length)} action(s), ${String(decision.waits.length)} wait(s), requeue in ${String(decision.requeueAfterMs)}ms`,
+  );
+}
+
+/** Waits that began or ended since the previous pass, at info: what an operator wants to see change. */
+function logWaitChanges(log: Logger | undefined, cluster: string, before: string[], after: string[]): void {
+  if (!log) return;
+  for (const wait of after) if (!before.includes(wait)) log.info({ cluster, wait }, `waiting: ${wait}`);
+  for (const wait of before) if (!after.includes(wait)) log.info({ cluster, wait }, `no longer waiting: ${wait}`);
+}
+
 /** One pass: observe, plan, record, execute. Returns the decision and what the execution reported. */
 export async function reconcileOnce(
-  deps: ExecutorDeps,
+  deps: ReconcileDeps,
   last: LastMembershipAttempt | undefined,
   onPass?: RunOptions['onPass'],
-): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number }> {
+): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number; waits: string[] }> {
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const spec = toPlannerSpec(cp.manifest);
@@ -68,19 +89,21 @@ export async function reconcileOnce(
       lastPass: { generation: cp.generation, at: now, converged: decision.converged, blocked: decision.blocked !== undefined, waits },
     },
   });
+  logDecision(deps.log, deps.cluster, cp.generation, decision);
   onPass?.({ observed, decision, changed, now, generation: cp.generation });
   const report = await execute(deps, observed, decision);
   // A refusal is remembered for the next plan only; success clears it.
   const attempt = report.membershipAttempt ?? (decision.membershipAction ? undefined : last);
-  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0, generation: cp.generation };
+  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0, generation: cp.generation, waits };
 }
 
 /**
  * Level-triggered loop until converged, blocked for longer than the grace, the deadline, a newer
  * generation, or a stop request. The caller holds the cluster's lease (deps.writer is fenced by it).
  */
-export async function runUntilSettled(deps: ExecutorDeps, options: RunOptions): Promise<RunResult> {
+export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions): Promise<RunResult> {
   let attempt: LastMembershipAttempt | undefined;
+  let waits: string[] = [];
   let blockedSince: number | undefined;
   let passes = 0;
   for (;;) {
@@ -88,6 +111,8 @@ export async function runUntilSettled(deps: ExecutorDeps, options: RunOptions): 
     passes++;
     attempt = result.attempt;
     const { decision, observed, generation } = result;
+    logWaitChanges(deps.log, deps.cluster, waits, result.waits);
+    waits = result.waits;
     const settled = (outcome: RunOutcome): RunResult => ({ outcome, observed, decision, passes, generation });
     const now = deps.clock.now();
     if (deps.writer.lost) return settled('LeaseLost');
