@@ -3,7 +3,7 @@ import { execute, type ExecutorDeps } from '../executor/execute.ts';
 import { planFromView, REQUEUE } from '../planner/plan.ts';
 import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import type { Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
+import type { Decision, LastMembershipAttempt, Observed, Wait } from '../planner/types.ts';
 import type { Logger } from '../ports/logger.ts';
 import { observe } from './observe.ts';
 import { observationWrites } from './record.ts';
@@ -59,11 +59,15 @@ function logDecision(log: Logger | undefined, cluster: string, generation: numbe
   );
 }
 
+const waitText = (wait: Wait): string => `${wait.code}: ${wait.message}`;
+
 /** Waits that began or ended since the previous pass, at info: what an operator wants to see change. */
-function logWaitChanges(log: Logger | undefined, cluster: string, before: string[], after: string[]): void {
+function logWaitChanges(log: Logger | undefined, cluster: string, before: Wait[], after: Wait[]): void {
   if (!log) return;
-  for (const wait of after) if (!before.includes(wait)) log.info({ cluster, wait }, `waiting: ${wait}`);
-  for (const wait of before) if (!after.includes(wait)) log.info({ cluster, wait }, `no longer waiting: ${wait}`);
+  const was = new Set(before.map(waitText));
+  const is = new Set(after.map(waitText));
+  for (const wait of after) if (!was.has(waitText(wait))) log.info({ cluster, ...wait }, `waiting: ${waitText(wait)}`);
+  for (const wait of before) if (!is.has(waitText(wait))) log.info({ cluster, ...wait }, `no longer waiting: ${waitText(wait)}`);
 }
 
 /** One pass: observe, plan, record, execute. Returns the decision and what the execution reported. */
@@ -71,7 +75,7 @@ export async function reconcileOnce(
   deps: ReconcileDeps,
   last: LastMembershipAttempt | undefined,
   onPass?: RunOptions['onPass'],
-): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number; waits: string[] }> {
+): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number }> {
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const spec = toPlannerSpec(cp.manifest);
@@ -80,7 +84,7 @@ export async function reconcileOnce(
   const view = buildView(spec, observed, now);
   const decision = planFromView(view);
   const { writes, changed } = observationWrites(view, decision, cp.initializedAt);
-  const waits = decision.waits.map((w) => `${w.code}: ${w.message}`);
+  const waits = decision.waits.map(waitText);
   await deps.writer.commit(...writes, {
     kind: 'PatchControlPlane',
     patch: {
@@ -94,7 +98,7 @@ export async function reconcileOnce(
   const report = await execute(deps, observed, decision);
   // A refusal is remembered for the next plan only; success clears it.
   const attempt = report.membershipAttempt ?? (decision.membershipAction ? undefined : last);
-  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0, generation: cp.generation, waits };
+  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0, generation: cp.generation };
 }
 
 /**
@@ -103,7 +107,7 @@ export async function reconcileOnce(
  */
 export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions): Promise<RunResult> {
   let attempt: LastMembershipAttempt | undefined;
-  let waits: string[] = [];
+  let waits: Wait[] = [];
   let blockedSince: number | undefined;
   let passes = 0;
   for (;;) {
@@ -111,8 +115,8 @@ export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions):
     passes++;
     attempt = result.attempt;
     const { decision, observed, generation } = result;
-    logWaitChanges(deps.log, deps.cluster, waits, result.waits);
-    waits = result.waits;
+    logWaitChanges(deps.log, deps.cluster, waits, decision.waits);
+    waits = decision.waits;
     const settled = (outcome: RunOutcome): RunResult => ({ outcome, observed, decision, passes, generation });
     const now = deps.clock.now();
     if (deps.writer.lost) return settled('LeaseLost');
