@@ -5,19 +5,15 @@ import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { validateVersionChange } from '../api/version-change.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
-import { plan } from '../planner/plan.ts';
-import { toPlannerSpec } from '../planner/spec.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
-import { observe } from '../reconciler/observe.ts';
 import { underLease, type UnderLeaseOptions } from '../reconciler/under-lease.ts';
-import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadManifestForCli } from './manifest-file.ts';
-import { progressFor } from './progress.ts';
-import { explain, render, type OutputFormat } from './render.ts';
+import { explain, parseOutput, render } from './render.ts';
+import { statusOf } from './status-command.ts';
 
 
 export const OUTCOME_EXIT: Record<Convergence['outcome'], number> = {
@@ -44,11 +40,6 @@ export interface SpecFlags {
 export interface RunFlags {
   timeout: string;
   output: string;
-}
-
-export function parseOutput(text: string): OutputFormat {
-  if (text === 'table' || text === 'json' || text === 'yaml') return text;
-  throw new InvalidInputError([`-o: must be table, json or yaml, got ${text}`]);
 }
 
 export function parseTimeout(text: string): number {
@@ -107,18 +98,6 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
   return manifest;
 }
 
-/** The status as etcd and the records show it now. Reads only: safe beside a running reconcile. */
-async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStatusDocument> {
-  const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
-  const observed = await observe(await ctx.observeDeps(cp.manifest));
-  const now = Date.now();
-  const decision = plan(toPlannerSpec(cp.manifest), observed, now);
-  const conditions = nextConditions(cp.conditions, decision.conditions, now);
-  const lease = await ctx.store.getLease(name);
-  return buildStatus(cp, await ctx.store.listMachines(name), observed, decision, conditions, ctx.provider(cp.manifest).clientTls(name), lease?.holder);
-}
-
 /** How one reconcile of a spec ended, with wall-clock times for `bench`. */
 export interface ReconcileRun extends Convergence {
   /** When the spec was applied (ms since the epoch). */
@@ -139,6 +118,8 @@ export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane,
   const applied = await ctx.store.applySpec(manifest, startedAt);
   const generation = applied.record.generation;
   ctx.log.info({ cluster: name, generation, changed: applied.changed }, applied.changed ? `stored generation ${String(generation)}` : `spec unchanged at generation ${String(generation)}`);
+  // listr2 is loaded by the commands that reconcile, not by every start.
+  const { progressFor } = await import('./progress.ts');
   const progress = progressFor();
   const depsFor = await ctx.depsFor(manifest, (event) => {
     progress.onEvent(event);
@@ -213,19 +194,6 @@ export async function scaleCommand(ctx: CliContext, name: string, flags: RunFlag
 export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string }): Promise<number> {
   await storedManifest(ctx, name);
   return reconcileAndReport(ctx, await resolveManifest(ctx, { name, version: flags.version }), flags);
-}
-
-export async function statusCommand(ctx: CliContext, name: string | undefined, flags: { output: string; explain?: boolean }): Promise<number> {
-  const format = parseOutput(flags.output);
-  if (name !== undefined) {
-    const doc = await statusOf(ctx, name);
-    process.stdout.write(`${flags.explain === true ? explain(doc) : render(doc, format)}\n`);
-    return EXIT.converged;
-  }
-  const docs: ControlPlaneStatusDocument[] = [];
-  for (const cp of await ctx.store.listControlPlanes()) docs.push(await statusOf(ctx, cp.name));
-  process.stdout.write(`${flags.explain === true ? docs.map(explain).join('\n') : render(docs, format)}\n`);
-  return EXIT.converged;
 }
 
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */

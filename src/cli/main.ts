@@ -3,10 +3,11 @@ import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
 import type { RestoreFlags } from './backup-commands.ts';
 import type { benchCommand } from './bench.ts';
-import type { rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
+import type { rolloutCommand, scaleCommand, upCommand } from './commands.ts';
 import type { CliContext, GlobalOptions } from './context.ts';
 import { EXIT } from './exit-codes.ts';
 import type { MaintainFlags } from './maintain-command.ts';
+import type { statusCommand } from './status-command.ts';
 import type { SimulateFlags } from './simulate.ts';
 
 // package.json sits two levels up from both src/cli/main.ts and dist/cli/main.js.
@@ -87,7 +88,7 @@ export function buildProgram(): Command {
     .description('show control planes as etcd reports them now')
     .option('--explain', 'print what the planner is waiting for and why')
     .addOption(output())
-    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, async (ctx) => (await commands()).statusCommand(ctx, name, flags)));
+    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, async (ctx) => (await import('./status-command.ts')).statusCommand(ctx, name, flags)));
 
   program
     .command('down <name>')
