@@ -5,9 +5,9 @@ import { InvalidInputError } from '../api/errors.ts';
 type LogFormat = 'json' | 'pretty';
 
 /** The log file is rotated when it has reached this size, as the CLI opens it. */
-export const LOG_ROTATE_BYTES = 10 * 1024 * 1024;
+const LOG_ROTATE_BYTES = 10 * 1024 * 1024;
 /** Rotated files kept beside the live one: fastplane.log.1 (newest) .. fastplane.log.3 (oldest). */
-export const LOG_KEEP = 3;
+const LOG_KEEP = 3;
 
 export interface LogOptions {
   level: LevelWithSilent;
