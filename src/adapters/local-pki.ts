@@ -6,7 +6,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
-import type { TlsFiles } from '../ports/etcd-admin.ts';
+import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
 import { withLock, writeFileAtomic } from './state-files.ts';
 
 /**
@@ -25,15 +25,6 @@ const DAY_MS = 86_400_000;
 const CA_DAYS = 3650;
 const LEAF_DAYS = 365;
 
-/** A member's certificate files (etcd --cert-file ... --peer-trusted-ca-file). */
-export interface MemberTlsFiles {
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-  peerCertFile: string;
-  peerKeyFile: string;
-}
-
 interface Authority {
   cert: x509.X509Certificate;
   key: webcrypto.CryptoKey;
@@ -44,22 +35,6 @@ interface Leaf {
   usages: x509.ExtendedKeyUsage[];
   /** IP addresses the certificate is for (subjectAltName); none for a client. */
   addresses: string[];
-}
-
-/** fastplane's client credentials of a cluster, in its `pki` folder. */
-export function clientTlsFiles(pkiDir: string): TlsFiles {
-  return { caFile: join(pkiDir, 'ca.crt'), certFile: join(pkiDir, 'client.crt'), keyFile: join(pkiDir, 'client.key') };
-}
-
-/** A member's files: the cluster's CA, its own certificates in memberDir. */
-export function memberTlsFiles(pkiDir: string, memberDir: string): MemberTlsFiles {
-  return {
-    caFile: join(pkiDir, 'ca.crt'),
-    certFile: join(memberDir, 'server.crt'),
-    keyFile: join(memberDir, 'server.key'),
-    peerCertFile: join(memberDir, 'peer.crt'),
-    peerKeyFile: join(memberDir, 'peer.key'),
-  };
 }
 
 /**

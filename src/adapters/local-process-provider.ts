@@ -11,9 +11,9 @@ import { systemClock, type Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 import { findEtcdBinary } from './etcd-binaries.ts';
-import { clientTlsFiles, issueMemberCertificates, memberTlsFiles, renewClientCertificate } from './local-pki.ts';
 import { AddressSlots } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
+import { clientTlsFiles, memberTlsFiles } from './pki-files.ts';
 import { restoreSnapshot } from './etcd-tools.ts';
 import { sha256OfFile, writeFileAtomic } from './state-files.ts';
 import { initStartSuppressed } from './test-markers.ts';
@@ -29,6 +29,12 @@ import { initStartSuppressed } from './test-markers.ts';
  * Members use mutual TLS (https client and peer URLs, client certificates required on both ports)
  * with the cluster's CA in `${stateDir}/clusters/<cluster>/pki/`, unless the provider is insecure.
  */
+
+/**
+ * Certificates are issued only when a machine is created or renewed; the x509 library behind them is
+ * loaded then, not by every command that merely reads the provider's records (`status`).
+ */
+const loadPki = (): Promise<typeof import('./local-pki.ts')> => import('./local-pki.ts');
 
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
@@ -165,7 +171,7 @@ export class LocalProcessProvider implements InfraProvider {
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true });
     // Before machine.json: a machine on record always has its certificates.
-    if (!this.insecure) await issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address);
+    if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address);
     await this.write(machine);
     return { ...this.infra(machine), state: 'Provisioning' };
   }
@@ -300,11 +306,11 @@ export class LocalProcessProvider implements InfraProvider {
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.read(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
-    await issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true });
+    await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true });
   }
 
-  renewClientCertificate(cluster: string): Promise<void> {
-    return renewClientCertificate(this.pkiDir(cluster));
+  async renewClientCertificate(cluster: string): Promise<void> {
+    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster));
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */

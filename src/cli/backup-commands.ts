@@ -9,7 +9,8 @@ import { BlockedError, checkSnapshot, recordRestore } from '../dr/restore.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { underLease } from '../reconciler/under-lease.ts';
-import { destroyUnderLease, EXIT, leaseOptions, parseTimeout, reconcileAndReport, resolveManifest, storedManifest, type RunFlags } from './commands.ts';
+import { destroyUnderLease, leaseOptions, parseTimeout, reconcileAndReport, resolveManifest, storedManifest, type RunFlags } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 import { renderTable } from './table.ts';
 

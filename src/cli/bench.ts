@@ -6,7 +6,8 @@ import type { BenchResult, Strategy, StrategyRun } from '../bench/result.ts';
 import { saveBenchResult } from '../bench/result.ts';
 import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../bench/runner.ts';
 import { prepareWorkDir, stopOnSignal } from '../bench/work-dir.ts';
-import { destroyUnderLease, EXIT, OUTCOME_EXIT, parseTimeout, reconcileManifest, resolveManifest } from './commands.ts';
+import { destroyUnderLease, OUTCOME_EXIT, parseTimeout, reconcileManifest, resolveManifest } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
 import { CliContext } from './context.ts';
 import { renderTable } from './table.ts';
 

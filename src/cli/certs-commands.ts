@@ -4,7 +4,8 @@ import { launchFor } from '../executor/execute.ts';
 import { renewCertificates } from '../dr/renew-certificates.ts';
 import { systemClock } from '../ports/clock.ts';
 import { underLeaseWithClients } from './backup-commands.ts';
-import { EXIT, storedManifest } from './commands.ts';
+import { storedManifest } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 import { renderTable } from './table.ts';
 

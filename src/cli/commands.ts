@@ -5,22 +5,16 @@ import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { validateVersionChange } from '../api/version-change.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
-import { plan } from '../planner/plan.ts';
-import { toPlannerSpec } from '../planner/spec.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
-import { observe } from '../reconciler/observe.ts';
 import { underLease, type UnderLeaseOptions } from '../reconciler/under-lease.ts';
-import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
+import { EXIT } from './exit-codes.ts';
 import { loadManifestForCli } from './manifest-file.ts';
-import { progressFor } from './progress.ts';
-import { explain, render, type OutputFormat } from './render.ts';
-import { recoveryHint } from './recovery-hint.ts';
+import { explain, parseOutput, render } from './render.ts';
+import { statusOf } from './status-command.ts';
 
-/** The CLI's exit codes: the contract scripts rely on. */
-export const EXIT = { converged: 0, internal: 1, invalid: 2, blocked: 3, deadline: 4, superseded: 5 } as const;
 
 export const OUTCOME_EXIT: Record<Convergence['outcome'], number> = {
   Converged: EXIT.converged,
@@ -46,11 +40,6 @@ export interface SpecFlags {
 export interface RunFlags {
   timeout: string;
   output: string;
-}
-
-export function parseOutput(text: string): OutputFormat {
-  if (text === 'table' || text === 'json' || text === 'yaml') return text;
-  throw new InvalidInputError([`-o: must be table, json or yaml, got ${text}`]);
 }
 
 export function parseTimeout(text: string): number {
@@ -109,18 +98,6 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
   return manifest;
 }
 
-/** The status as etcd and the records show it now. Reads only: safe beside a running reconcile. */
-async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStatusDocument> {
-  const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
-  const observed = await observe(ctx.observeDeps(cp.manifest));
-  const now = Date.now();
-  const decision = plan(toPlannerSpec(cp.manifest), observed, now);
-  const conditions = nextConditions(cp.conditions, decision.conditions, now);
-  const lease = await ctx.store.getLease(name);
-  return buildStatus(cp, await ctx.store.listMachines(name), observed, decision, conditions, ctx.provider(cp.manifest).clientTls(name), lease?.holder);
-}
-
 /** How one reconcile of a spec ended, with wall-clock times for `bench`. */
 export interface ReconcileRun extends Convergence {
   /** When the spec was applied (ms since the epoch). */
@@ -141,16 +118,20 @@ export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane,
   const applied = await ctx.store.applySpec(manifest, startedAt);
   const generation = applied.record.generation;
   ctx.log.info({ cluster: name, generation, changed: applied.changed }, applied.changed ? `stored generation ${String(generation)}` : `spec unchanged at generation ${String(generation)}`);
+  // listr2 is loaded by the commands that reconcile, not by every start.
+  const { progressFor } = await import('./progress.ts');
   const progress = progressFor();
+  const depsFor = await ctx.depsFor(manifest, (event) => {
+    progress.onEvent(event);
+  });
   const title = `Reconciling control plane ${name} generation ${String(generation)} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`;
   const result = await progress.run(title, () =>
     convergeGeneration(manifest, generation, {
       store: ctx.store,
       clock: systemClock,
       deadline: startedAt + timeoutMs,
-      depsFor: (writer) => ctx.deps(manifest, writer, (event) => {
-        progress.onEvent(event);
-      }),
+      depsFor,
+      log: ctx.log,
       onPass: (pass) => {
         progress.onPass(pass);
       },
@@ -213,20 +194,6 @@ export async function scaleCommand(ctx: CliContext, name: string, flags: RunFlag
 export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string }): Promise<number> {
   await storedManifest(ctx, name);
   return reconcileAndReport(ctx, await resolveManifest(ctx, { name, version: flags.version }), flags);
-}
-
-export async function statusCommand(ctx: CliContext, name: string | undefined, flags: { output: string; explain?: boolean }): Promise<number> {
-  const format = parseOutput(flags.output);
-  const explained = async (doc: ControlPlaneStatusDocument): Promise<string> => [explain(doc), ...(await recoveryHint(ctx.stateDir, doc))].join('\n');
-  if (name !== undefined) {
-    const doc = await statusOf(ctx, name);
-    process.stdout.write(`${flags.explain === true ? await explained(doc) : render(doc, format)}\n`);
-    return EXIT.converged;
-  }
-  const docs: ControlPlaneStatusDocument[] = [];
-  for (const cp of await ctx.store.listControlPlanes()) docs.push(await statusOf(ctx, cp.name));
-  process.stdout.write(`${flags.explain === true ? (await Promise.all(docs.map(explained))).join('\n') : render(docs, format)}\n`);
-  return EXIT.converged;
 }
 
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */

@@ -1,24 +1,26 @@
 import { mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { pino, type Logger } from 'pino';
+import type { Logger } from 'pino';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
-import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
+import type { Etcd3Admin } from '../adapters/etcd3-admin.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
 import { withInjectedFaults } from '../adapters/fault-injecting-etcd-admin.ts';
 import { LocalProcessProvider } from '../adapters/local-process-provider.ts';
 import { SqliteStateStore } from '../adapters/sqlite-state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
-import type { ExecutorDeps } from '../executor/execute.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
+import type { ReconcileDeps } from '../reconciler/run.ts';
+import { openLogger, parseLogOptions } from './logging.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
 
 export interface GlobalOptions {
   stateDir?: string;
   logLevel?: string;
+  logFormat?: string;
 }
 
 /** --state-dir, else $FASTPLANE_HOME, else ~/.fastplane. */
@@ -34,12 +36,13 @@ export class CliContext {
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
 
-  constructor(readonly stateDir: string, logLevel = 'info') {
-    // Before anything is opened: a refused test hook is an input error with nothing created.
+  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string) {
+    // Before anything is opened: a refused test hook or log format is an input error with nothing created.
     this.hooks = testHooksFromEnv();
+    const logOptions = parseLogOptions(logLevel, logFormat);
     mkdirSync(stateDir, { recursive: true });
     this.store = new SqliteStateStore(join(stateDir, 'fastplane.db'));
-    this.log = pino({ level: logLevel }, pino.destination({ dest: join(stateDir, 'fastplane.log'), sync: true, mkdir: true }));
+    this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);
   }
 
   /** The local provider with the control plane's own provider settings. */
@@ -56,29 +59,35 @@ export class CliContext {
     });
   }
 
-  /** The control plane's etcd client, presenting fastplane's client certificate unless insecure. */
-  etcd(manifest: ControlPlane): Etcd3Admin {
+  /**
+   * The control plane's etcd client, presenting fastplane's client certificate unless insecure.
+   * etcd3 (gRPC, protobufjs) is most of the CLI's start-up cost, so it is loaded only here, by the
+   * commands that talk to etcd.
+   */
+  async etcd(manifest: ControlPlane): Promise<Etcd3Admin> {
     const name = manifest.metadata.name;
-    let admin = this.admins.get(name);
-    if (!admin) {
-      const tls = this.provider(manifest).clientTls(name);
-      admin = new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
-      this.admins.set(name, admin);
-    }
+    const known = this.admins.get(name);
+    if (known) return known;
+    const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd3-admin.ts');
+    const tls = this.provider(manifest).clientTls(name);
+    // Another call may have created it while the module loaded.
+    const admin = this.admins.get(name) ?? new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+    this.admins.set(name, admin);
     return admin;
   }
 
   /** What observing needs: reads only (status). */
-  observeDeps(manifest: ControlPlane): ObserveDeps {
-    return { cluster: manifest.metadata.name, etcd: this.etcd(manifest), provider: this.provider(manifest), store: this.store };
+  async observeDeps(manifest: ControlPlane): Promise<ObserveDeps> {
+    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log };
   }
 
-  /** What a reconcile pass needs, writing through `writer` (fenced by the lease this process holds). */
-  deps(manifest: ControlPlane, writer: FencedWriter, notify?: (event: EventRecord) => void): ExecutorDeps {
-    return {
-      ...this.observeDeps(manifest),
+  /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */
+  async depsFor(manifest: ControlPlane, notify?: (event: EventRecord) => void): Promise<(writer: FencedWriter) => ReconcileDeps> {
+    const observeDeps = await this.observeDeps(manifest);
+    return (writer) => ({
+      ...observeDeps,
       // Tests may ask for etcd answers that are hard to provoke (test hooks only).
-      etcd: withInjectedFaults(this.etcd(manifest), this.hooks.injectFaults),
+      etcd: withInjectedFaults(observeDeps.etcd, this.hooks.injectFaults),
       writer,
       clock: systemClock,
       failpoint: this.hooks.failpoint,
@@ -86,7 +95,7 @@ export class CliContext {
         this.log.info({ event }, event.message);
         notify?.(event);
       },
-    };
+    });
   }
 
   async close(): Promise<void> {

@@ -1,17 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
-import { backupCommand, backupsCommand, restoreCommand, type RestoreFlags } from './backup-commands.ts';
-import { benchCommand } from './bench.ts';
-import { certsCommand } from './certs-commands.ts';
-import { downCommand, EXIT, rolloutCommand, scaleCommand, statusCommand, upCommand } from './commands.ts';
-import { CliContext, resolveStateDir, type GlobalOptions } from './context.ts';
-import { convertCommand } from './convert.ts';
-import { eventsCommand } from './events.ts';
-import { maintainCommand, type MaintainFlags } from './maintain-command.ts';
-import { recoverCommand, type RecoverFlags } from './recover-command.ts';
-import { reportCommand } from './report.ts';
-import { simulateCommand, type SimulateFlags } from './simulate.ts';
+import type { RestoreFlags } from './backup-commands.ts';
+import type { benchCommand } from './bench.ts';
+import type { rolloutCommand, scaleCommand, upCommand } from './commands.ts';
+import type { CliContext, GlobalOptions } from './context.ts';
+import { EXIT } from './exit-codes.ts';
+import type { MaintainFlags } from './maintain-command.ts';
+import type { RecoverFlags } from './recover-command.ts';
+import type { statusCommand } from './status-command.ts';
+import type { SimulateFlags } from './simulate.ts';
 
 // package.json sits two levels up from both src/cli/main.ts and dist/cli/main.js.
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -19,13 +17,18 @@ const { version } = JSON.parse(readFileSync(new URL('../../package.json', import
 const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
 const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
 
+// Each command's module is imported when that command runs: importing them all (etcd3 with gRPC and
+// protobufjs, better-sqlite3, listr2, x509) made every start, `--help` included, cost about a second.
+const commands = (): Promise<typeof import('./commands.ts')> => import('./commands.ts');
+
 /** Runs a command with an opened context; maps failures to the exit codes of the CLI contract. */
 async function withContext(program: Command, run: (ctx: CliContext) => Promise<number>): Promise<void> {
   const globals = program.opts<GlobalOptions>();
   let ctx: CliContext | undefined;
   let code: number;
   try {
-    ctx = new CliContext(resolveStateDir(globals), globals.logLevel);
+    const { CliContext, resolveStateDir } = await import('./context.ts');
+    ctx = new CliContext(resolveStateDir(globals), globals.logLevel, globals.logFormat);
     code = await run(ctx);
   } catch (error) {
     if (error instanceof InvalidInputError) {
@@ -46,7 +49,8 @@ export function buildProgram(): Command {
   const program = new Command('fastplane')
     .description('Brings up, scales, upgrades and repairs etcd control planes: machines in parallel, membership changes one at a time.')
     .option('--state-dir <dir>', 'where records, logs and machines live (default $FASTPLANE_HOME or ~/.fastplane)')
-    .option('--log-level <level>', 'log level of the log file in the state dir', 'info')
+    .option('--log-level <level>', 'log level: trace, debug, info, warn, error, fatal or silent', 'info')
+    .option('--log-format <format>', 'also log to stderr, as json (one object per line) or pretty (one line per record); the state dir\'s fastplane.log always gets json')
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
@@ -62,7 +66,7 @@ export function buildProgram(): Command {
     .option('--insecure', 'debugging only: plain http, no TLS certificates (anyone who can reach the addresses can use etcd); fixed at creation')
     .addOption(timeout())
     .addOption(output())
-    .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, (ctx) => upCommand(ctx, flags)));
+    .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, async (ctx) => (await commands()).upCommand(ctx, flags)));
 
   program
     .command('scale <name>')
@@ -70,7 +74,7 @@ export function buildProgram(): Command {
     .requiredOption('--replicas <n>', 'number of members (odd, 1..9)')
     .addOption(timeout())
     .addOption(output())
-    .action(async (name: string, flags: Parameters<typeof scaleCommand>[2]) => withContext(program, (ctx) => scaleCommand(ctx, name, flags)));
+    .action(async (name: string, flags: Parameters<typeof scaleCommand>[2]) => withContext(program, async (ctx) => (await commands()).scaleCommand(ctx, name, flags)));
 
   program
     .command('rollout <name>')
@@ -78,33 +82,33 @@ export function buildProgram(): Command {
     .requiredOption('--version <version>', 'target etcd version')
     .addOption(timeout())
     .addOption(output())
-    .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, (ctx) => rolloutCommand(ctx, name, flags)));
+    .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, async (ctx) => (await commands()).rolloutCommand(ctx, name, flags)));
 
   program
     .command('status [name]')
     .description('show control planes as etcd reports them now')
     .option('--explain', 'print what the planner is waiting for and why')
     .addOption(output())
-    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, (ctx) => statusCommand(ctx, name, flags)));
+    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, async (ctx) => (await import('./status-command.ts')).statusCommand(ctx, name, flags)));
 
   program
     .command('down <name>')
     .description('stop every member of a control plane and delete its machines and records')
     .option('--wait <duration>', 'how long a running reconcile gets to stop when asked', '30s')
     .option('--force', 'after --wait, take the lease from a reconcile that did not stop (it is fenced out)')
-    .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, (ctx) => downCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, async (ctx) => (await commands()).downCommand(ctx, name, flags)));
 
   program
     .command('backup <name>')
     .description('take a snapshot of a control plane from a healthy member, verify it and store it in <state dir>/backups/<name>/')
     .addOption(new Option('-o, --output <format>', 'table or json (the backup\'s sidecar with its file)').default('table'))
-    .action(async (name: string, flags: { output: string }) => withContext(program, (ctx) => backupCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./backup-commands.ts')).backupCommand(ctx, name, flags)));
 
   program
     .command('backups <name>')
     .description('list the backups of a control plane, oldest first')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (name: string, flags: { output: string }) => withContext(program, (ctx) => backupsCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./backup-commands.ts')).backupsCommand(ctx, name, flags)));
 
   program
     .command('restore <name>')
@@ -115,20 +119,20 @@ export function buildProgram(): Command {
     .option('--replace', 'replace an existing control plane of that name, after taking a backup of it')
     .addOption(timeout())
     .addOption(output())
-    .action(async (name: string, flags: RestoreFlags) => withContext(program, (ctx) => restoreCommand(ctx, name, flags)));
+    .action(async (name: string, flags: RestoreFlags) => withContext(program, async (ctx) => (await import('./backup-commands.ts')).restoreCommand(ctx, name, flags)));
 
   program
     .command('certs <name-or-renew> [name]')
     .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, (ctx) => certsCommand(ctx, first, second, flags)));
+    .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, async (ctx) => (await import('./certs-commands.ts')).certsCommand(ctx, first, second, flags)));
 
   program
     .command('recover <name>')
     .description('when a majority of members is gone for good: restart the most up-to-date survivor with --force-new-cluster, delete the lost machines, scale back to replicas')
     .option('--yes', 'carry out the plan (without it, only print the survivors and the plan, and exit 3)')
     .addOption(timeout())
-    .action(async (name: string, flags: RecoverFlags) => withContext(program, (ctx) => recoverCommand(ctx, name, flags)));
+    .action(async (name: string, flags: RecoverFlags) => withContext(program, async (ctx) => (await import('./recover-command.ts')).recoverCommand(ctx, name, flags)));
 
   program
     .command('maintain <name>')
@@ -136,14 +140,14 @@ export function buildProgram(): Command {
     .option('--retain <revisions>', 'revisions of history to keep', '1000')
     .option('--threshold <share>', 'defragment members whose backend is at least this share free pages', '0.3')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (name: string, flags: MaintainFlags) => withContext(program, (ctx) => maintainCommand(ctx, name, flags)));
+    .action(async (name: string, flags: MaintainFlags) => withContext(program, async (ctx) => (await import('./maintain-command.ts')).maintainCommand(ctx, name, flags)));
 
   program
     .command('events <name>')
     .description('every recorded event of a control plane: actions, their results and times')
     .option('--watch', 'keep printing new events until interrupted')
     .addOption(new Option('-o, --output <format>', 'table or json (with --watch: one JSON object per line)').default('table'))
-    .action(async (name: string, flags: { watch?: boolean; output: string }) => withContext(program, (ctx) => eventsCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { watch?: boolean; output: string }) => withContext(program, async (ctx) => (await import('./events.ts')).eventsCommand(ctx, name, flags)));
 
   program
     .command('bench')
@@ -156,13 +160,13 @@ export function buildProgram(): Command {
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, (ctx) => benchCommand(ctx, flags)));
+    .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, async (ctx) => (await import('./bench.ts')).benchCommand(ctx, flags)));
 
   program
     .command('report <name>')
     .description('write a self-contained HTML timeline of a control plane (and the last bench comparison)')
     .option('--out <file>', 'where to write it (default <state dir>/reports/<name>.html)')
-    .action(async (name: string, flags: { out?: string }) => withContext(program, (ctx) => reportCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { out?: string }) => withContext(program, async (ctx) => (await import('./report.ts')).reportCommand(ctx, name, flags)));
 
   program
     .command('simulate')
@@ -173,14 +177,14 @@ export function buildProgram(): Command {
     .option('--runs <n>', 'simulated bring-ups per strategy', '100')
     .option('--seed <n>', 'first seed (run i uses seed + i)', '1')
     .addOption(output())
-    .action(async (flags: SimulateFlags) => withContext(program, () => simulateCommand(flags)));
+    .action(async (flags: SimulateFlags) => withContext(program, async () => (await import('./simulate.ts')).simulateCommand(flags)));
 
   program
     .command('convert')
     .description('print the ControlPlane a manifest becomes (a Cluster API KubeadmControlPlane converted); mapping and ignored fields on stderr')
     .option('-f, --file <file>', 'KubeadmControlPlane (v1beta1 or v1beta2) or ControlPlane manifest')
     .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
-    .action(async (flags: { file?: string; output: string }) => withContext(program, () => Promise.resolve(convertCommand(flags))));
+    .action(async (flags: { file?: string; output: string }) => withContext(program, async () => (await import('./convert.ts')).convertCommand(flags)));
 
   return program;
 }

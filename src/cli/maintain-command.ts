@@ -2,7 +2,8 @@ import { InvalidInputError } from '../api/errors.ts';
 import { maintain } from '../dr/maintain.ts';
 import { systemClock } from '../ports/clock.ts';
 import { clientEndpoints, underLeaseWithClients } from './backup-commands.ts';
-import { EXIT, storedManifest } from './commands.ts';
+import { storedManifest } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 
 export interface MaintainFlags {

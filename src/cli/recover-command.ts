@@ -4,7 +4,8 @@ import { BlockedError } from '../dr/restore.ts';
 import { systemClock } from '../ports/clock.ts';
 import { runUntilSettled } from '../reconciler/run.ts';
 import { underLeaseWithClients, withClients, type DayTwoClients } from './backup-commands.ts';
-import { EXIT, OUTCOME_EXIT, parseTimeout, storedManifest } from './commands.ts';
+import { OUTCOME_EXIT, parseTimeout, storedManifest } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 
 export interface RecoverFlags {
@@ -52,7 +53,7 @@ export async function recoverCommand(ctx: CliContext, name: string, flags: Recov
     await forceNewCluster(deps, writer, current);
     process.stdout.write(`${current.chosen.machine} runs as a one-member cluster; scaling back to ${String(current.replicas)}\n`);
     const generation = (await ctx.store.getControlPlane(name))?.generation;
-    const result = await runUntilSettled(ctx.deps(manifest, writer), { deadline: startedAt + timeoutMs, ...(generation === undefined ? {} : { generation }) });
+    const result = await runUntilSettled((await ctx.depsFor(manifest))(writer), { deadline: startedAt + timeoutMs, ...(generation === undefined ? {} : { generation }) });
     return result.outcome;
   });
   if (outcome === undefined) return EXIT.blocked;

@@ -1,8 +1,14 @@
 import { stringify as toYaml } from 'yaml';
+import { InvalidInputError } from '../api/errors.ts';
 import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import { renderTable } from './table.ts';
 
 export type OutputFormat = 'table' | 'json' | 'yaml';
+
+export function parseOutput(text: string): OutputFormat {
+  if (text === 'table' || text === 'json' || text === 'yaml') return text;
+  throw new InvalidInputError([`-o: must be table, json or yaml, got ${text}`]);
+}
 
 function table(doc: ControlPlaneStatusDocument): string {
   const s = doc.status;

@@ -3,7 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../api/errors.ts';
 import { loadBenchResult } from '../bench/result.ts';
 import { renderReport } from '../report/html.ts';
-import { EXIT } from './commands.ts';
+import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 
 /** `fastplane report NAME`: writes src/report's HTML for a control plane (and the last bench comparison). */

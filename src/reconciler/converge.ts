@@ -1,12 +1,12 @@
 import { specDifferences } from '../domain/record-writes.ts';
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord } from '../domain/machine.ts';
-import type { ExecutorDeps } from '../executor/execute.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
+import type { Logger } from '../ports/logger.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { LeaseKeeper } from './lease-keeper.ts';
-import { runUntilSettled, type PassReport, type RunOutcome } from './run.ts';
+import { runUntilSettled, type PassReport, type ReconcileDeps, type RunOutcome } from './run.ts';
 
 /** What a command that stored a generation learns about it. */
 export interface Convergence {
@@ -24,7 +24,9 @@ export interface ConvergeOptions {
   clock: Clock;
   deadline: number;
   /** Dependencies of a run under the given writer (this process took the lease). */
-  depsFor: (writer: FencedWriter) => ExecutorDeps;
+  depsFor: (writer: FencedWriter) => ReconcileDeps;
+  /** Lease changes and the run's outcome at info; each run's passes log through depsFor's logger. */
+  log?: Logger;
   leaseTtlMs?: number;
   blockedGraceMs?: number;
   onPass?: (pass: PassReport) => void;
@@ -50,7 +52,11 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
   let settledAt = clock.now();
   const watch = new HolderWatch(manifest, generation, options);
   for (;;) {
-    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, ...(options.leaseTtlMs === undefined ? {} : { ttlMs: options.leaseTtlMs }) });
+    const keeper = await LeaseKeeper.acquire(store, cluster, {
+      clock,
+      ...(options.leaseTtlMs === undefined ? {} : { ttlMs: options.leaseTtlMs }),
+      ...(options.log === undefined ? {} : { log: options.log }),
+    });
     if (keeper) {
       try {
         const result = await runUntilSettled(options.depsFor(keeper.writer), {
@@ -64,6 +70,7 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
           },
         });
         passes += result.passes;
+        options.log?.info({ cluster, generation, outcome: result.outcome, passes: result.passes }, `run on generation ${String(generation)} ended: ${result.outcome}`);
         if (result.outcome === 'Superseded') return { ...(await superseded(store, manifest, generation)), passes, settledAt };
         if (result.outcome !== 'LeaseLost') return { outcome: result.outcome, generation, passes, settledAt };
         options.onNote?.('another fastplane process took the lease over; following its work');

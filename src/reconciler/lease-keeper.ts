@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { FencedWriter } from '../executor/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
+import type { Logger } from '../ports/logger.ts';
 import type { LeaseRecord, StateStore } from '../ports/state-store.ts';
 
 /** A lease not renewed for this long is free for another writer, whatever PID it names. */
@@ -19,6 +20,8 @@ export interface LeaseKeeperOptions {
   force?: boolean;
   /** Called when the holder is asked to stop (`fastplane down`) or loses the lease. */
   onChange?: (change: 'StopRequested' | 'Lost') => void;
+  /** Taking, losing, being asked to give up and releasing the lease are logged here at info. */
+  log?: Logger;
 }
 
 /**
@@ -46,6 +49,7 @@ export class LeaseKeeper {
     const holder = { token, holder: options.holder ?? `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs };
     if (!(await store.acquireLease(cluster, holder, options.clock.now(), { force: options.force === true }))) return undefined;
     const keeper = new LeaseKeeper(store, cluster, token, { ...options, ttlMs });
+    options.log?.info({ cluster, holder: holder.holder, ttlMs }, `lease on ${cluster} taken by ${holder.holder}`);
     keeper.startRenewing();
     return keeper;
   }
@@ -78,9 +82,11 @@ export class LeaseKeeper {
     }
     if (!lease) {
       this.writer.markLost();
+      this.options.log?.info({ cluster: this.cluster }, `lease on ${this.cluster} lost: another process took it over`);
       this.options.onChange?.('Lost');
     } else if (lease.stopRequested && !this.stopAsked) {
       this.stopAsked = true;
+      this.options.log?.info({ cluster: this.cluster }, `asked to give up the lease on ${this.cluster}`);
       this.options.onChange?.('StopRequested');
     }
     return lease;
@@ -89,6 +95,8 @@ export class LeaseKeeper {
   async release(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    if (!this.writer.lost) await this.store.releaseLease(this.cluster, this.token).catch(() => undefined);
+    if (this.writer.lost) return;
+    await this.store.releaseLease(this.cluster, this.token).catch(() => undefined);
+    this.options.log?.info({ cluster: this.cluster }, `lease on ${this.cluster} released`);
   }
 }

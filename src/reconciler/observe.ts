@@ -3,6 +3,7 @@ import type { LastMembershipAttempt, Observed, ObservedMachine, ObservedMember, 
 import { clientURLOf } from '../planner/view.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider } from '../ports/infra-provider.ts';
+import type { Logger } from '../ports/logger.ts';
 import type { StateStore } from '../ports/state-store.ts';
 
 export interface ObserveDeps {
@@ -10,19 +11,28 @@ export interface ObserveDeps {
   etcd: EtcdAdmin;
   provider: InfraProvider;
   store: StateStore;
+  /** Failed reads are logged here at warn, with the endpoint and the error, as well as becoming data. */
+  log?: Logger;
 }
 
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-async function readStatus(etcd: EtcdAdmin, member: EtcdMember): Promise<StatusReading | undefined> {
+/** A failed read, logged at warn where it is caught; the caller keeps it as data. */
+function readFailed(deps: ObserveDeps, read: string, endpoints: string[], error: unknown): string {
+  const text = errorText(error);
+  deps.log?.warn({ cluster: deps.cluster, read, endpoints, error: text }, `observe: ${read} failed at ${endpoints.join(', ')}: ${text}`);
+  return text;
+}
+
+async function readStatus(deps: ObserveDeps, member: EtcdMember): Promise<StatusReading | undefined> {
   const endpoint = member.clientURLs[0];
   if (endpoint === undefined) return undefined;
   try {
-    return { ok: true, status: await etcd.status(endpoint) };
+    return { ok: true, status: await deps.etcd.status(endpoint) };
   } catch (error) {
-    return { ok: false, error: errorText(error) };
+    return { ok: false, error: readFailed(deps, 'member status', [endpoint], error) };
   }
 }
 
@@ -31,7 +41,8 @@ async function readStatus(etcd: EtcdAdmin, member: EtcdMember): Promise<StatusRe
  * Linearizable first; without quorum that times out, so fall back to a local read, which is enough to
  * see who is a member and to report the lost quorum.
  */
-async function readMembers(etcd: EtcdAdmin, machines: ObservedMachine[], cp: ControlPlaneRecord): Promise<Observed['members']> {
+async function readMembers(deps: ObserveDeps, machines: ObservedMachine[], cp: ControlPlaneRecord): Promise<Observed['members']> {
+  const { etcd } = deps;
   const running = machines.filter((m) => m.infra?.memberRunning === true);
   const endpoints = [...running]
     .sort((a, b) => Number(b.record.phase === 'Voter') - Number(a.record.phase === 'Voter'))
@@ -44,10 +55,12 @@ async function readMembers(etcd: EtcdAdmin, machines: ObservedMachine[], cp: Con
   try {
     return { ok: true, list: await etcd.memberList(endpoints) };
   } catch (linearizableError) {
+    const error = readFailed(deps, 'linearizable member list', endpoints, linearizableError);
     try {
       return { ok: true, list: await etcd.memberList(endpoints, { linearizable: false }) };
-    } catch {
-      return { ok: false, error: errorText(linearizableError) };
+    } catch (localError) {
+      readFailed(deps, 'local member list', endpoints, localError);
+      return { ok: false, error };
     }
   }
 }
@@ -66,12 +79,12 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
       return infra ? { record, infra } : { record };
     }),
   );
-  const members = await readMembers(deps.etcd, machines, cp);
+  const members = await readMembers(deps, machines, cp);
   let list: ObservedMember[] = [];
   if (members.ok) {
     list = await Promise.all(
       members.list.map(async (member) => {
-        const status = await readStatus(deps.etcd, member);
+        const status = await readStatus(deps, member);
         return status ? { ...member, status } : { ...member };
       }),
     );
@@ -81,8 +94,9 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   if (voterEndpoints.length > 0) {
     try {
       alarms = await deps.etcd.alarms(voterEndpoints);
-    } catch {
+    } catch (error) {
       // Alarms are advisory for the preflight; a failed read must not hide the rest of the snapshot.
+      readFailed(deps, 'alarms', voterEndpoints, error);
       alarms = [];
     }
   }

@@ -3,7 +3,8 @@ import { execute, type ExecutorDeps } from '../executor/execute.ts';
 import { planFromView, REQUEUE } from '../planner/plan.ts';
 import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import type { Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
+import type { Decision, LastMembershipAttempt, Observed, Wait } from '../planner/types.ts';
+import type { Logger } from '../ports/logger.ts';
 import { observe } from './observe.ts';
 import { observationWrites } from './record.ts';
 import { nextConditions } from './status.ts';
@@ -45,9 +46,33 @@ export interface RunOptions {
   stopRequested?: () => boolean;
 }
 
+/** What a pass needs: the executor's ports, and optionally a logger (the CLI's; the simulator passes none). */
+export type ReconcileDeps = ExecutorDeps & { log?: Logger };
+
+/** Each pass's decision at debug: what it does, what it waits for and when it looks again. */
+function logDecision(log: Logger | undefined, cluster: string, generation: number, decision: Decision): void {
+  if (!log) return;
+  const actions = decision.membershipAction ? [...decision.machineActions, decision.membershipAction] : decision.machineActions;
+  log.debug(
+    { cluster, generation, actions, waits: decision.waits, requeueAfterMs: decision.requeueAfterMs, converged: decision.converged, blocked: decision.blocked },
+    `pass: ${String(actions.length)} action(s), ${String(decision.waits.length)} wait(s), requeue in ${String(decision.requeueAfterMs)}ms`,
+  );
+}
+
+const waitText = (wait: Wait): string => `${wait.code}: ${wait.message}`;
+
+/** Waits that began or ended since the previous pass, at info: what an operator wants to see change. */
+function logWaitChanges(log: Logger | undefined, cluster: string, before: Wait[], after: Wait[]): void {
+  if (!log) return;
+  const was = new Set(before.map(waitText));
+  const is = new Set(after.map(waitText));
+  for (const wait of after) if (!was.has(waitText(wait))) log.info({ cluster, ...wait }, `waiting: ${waitText(wait)}`);
+  for (const wait of before) if (!is.has(waitText(wait))) log.info({ cluster, ...wait }, `no longer waiting: ${waitText(wait)}`);
+}
+
 /** One pass: observe, plan, record, execute. Returns the decision and what the execution reported. */
 export async function reconcileOnce(
-  deps: ExecutorDeps,
+  deps: ReconcileDeps,
   last: LastMembershipAttempt | undefined,
   onPass?: RunOptions['onPass'],
 ): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number }> {
@@ -59,7 +84,7 @@ export async function reconcileOnce(
   const view = buildView(spec, observed, now);
   const decision = planFromView(view);
   const { writes, changed } = observationWrites(view, decision, cp);
-  const waits = decision.waits.map((w) => `${w.code}: ${w.message}`);
+  const waits = decision.waits.map(waitText);
   await deps.writer.commit(...writes, {
     kind: 'PatchControlPlane',
     patch: {
@@ -68,6 +93,7 @@ export async function reconcileOnce(
       lastPass: { generation: cp.generation, at: now, converged: decision.converged, blocked: decision.blocked !== undefined, waits },
     },
   });
+  logDecision(deps.log, deps.cluster, cp.generation, decision);
   onPass?.({ observed, decision, changed, now, generation: cp.generation });
   const report = await execute(deps, observed, decision);
   // A refusal is remembered for the next plan only; success clears it.
@@ -79,8 +105,9 @@ export async function reconcileOnce(
  * Level-triggered loop until converged, blocked for longer than the grace, the deadline, a newer
  * generation, or a stop request. The caller holds the cluster's lease (deps.writer is fenced by it).
  */
-export async function runUntilSettled(deps: ExecutorDeps, options: RunOptions): Promise<RunResult> {
+export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions): Promise<RunResult> {
   let attempt: LastMembershipAttempt | undefined;
+  let waits: Wait[] = [];
   let blockedSince: number | undefined;
   let passes = 0;
   for (;;) {
@@ -88,6 +115,8 @@ export async function runUntilSettled(deps: ExecutorDeps, options: RunOptions): 
     passes++;
     attempt = result.attempt;
     const { decision, observed, generation } = result;
+    logWaitChanges(deps.log, deps.cluster, waits, decision.waits);
+    waits = decision.waits;
     const settled = (outcome: RunOutcome): RunResult => ({ outcome, observed, decision, passes, generation });
     const now = deps.clock.now();
     if (deps.writer.lost) return settled('LeaseLost');

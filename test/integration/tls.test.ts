@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Etcd3Admin, openKvClient, readTlsCredentials, type TlsCredentials } from '../../src/adapters/etcd3-admin.ts';
 import { listEtcdVersions } from '../../src/adapters/etcd-binaries.ts';
-import { clientTlsFiles, issueMemberCertificates, memberTlsFiles } from '../../src/adapters/local-pki.ts';
+import { issueMemberCertificates } from '../../src/adapters/local-pki.ts';
+import { clientTlsFiles, memberTlsFiles } from '../../src/adapters/pki-files.ts';
 import { LocalProcessProvider } from '../../src/adapters/local-process-provider.ts';
 
 const PREFIX = '127.80';
