@@ -51,7 +51,7 @@ export async function withClients<T>(ctx: CliContext, manifest: ControlPlane, ru
 export async function underLeaseWithClients<T>(ctx: CliContext, manifest: ControlPlane, what: string, work: (clients: DayTwoClients, writer: FencedWriter) => Promise<T>): Promise<T | undefined> {
   const name = manifest.metadata.name;
   try {
-    const result = await underLease(ctx.store, name, leaseOptions(name, { waitMs: LEASE_WAIT_MS, force: false }), (writer) => withClients(ctx, manifest, (clients) => work(clients, writer)));
+    const result = await underLease(ctx.store, name, leaseOptions(ctx, name, { waitMs: LEASE_WAIT_MS, force: false }), (writer) => withClients(ctx, manifest, (clients) => work(clients, writer)));
     if (result.done) return result.value;
     process.stderr.write(`error: another fastplane process still reconciles ${name}; ${what} not done\n`);
   } catch (error) {

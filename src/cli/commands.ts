@@ -130,6 +130,7 @@ export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane,
       store: ctx.store,
       clock: systemClock,
       deadline: startedAt + timeoutMs,
+      leaseTtlMs: ctx.leaseTtlMs,
       depsFor,
       log: ctx.log,
       onPass: (pass) => {
@@ -212,15 +213,16 @@ const DOWN_WAIT_MS = 30_000;
  * False when the holder did not stop and `force` was not given.
  */
 export async function destroyUnderLease(ctx: CliContext, manifest: ControlPlane, options: { waitMs: number; force: boolean }): Promise<boolean> {
-  const result = await underLease(ctx.store, manifest.metadata.name, leaseOptions(manifest.metadata.name, options), (writer) => destroyControlPlane(ctx, manifest, writer));
+  const result = await underLease(ctx.store, manifest.metadata.name, leaseOptions(ctx, manifest.metadata.name, options), (writer) => destroyControlPlane(ctx, manifest, writer));
   return result.done;
 }
 
 /** How a command other than `up` takes a cluster's lease: it asks a running reconcile to stop, and says so. */
-export function leaseOptions(name: string, options: { waitMs: number; force: boolean }): UnderLeaseOptions {
+export function leaseOptions(ctx: CliContext, name: string, options: { waitMs: number; force: boolean }): UnderLeaseOptions {
   return {
     ...options,
     clock: systemClock,
+    ttlMs: ctx.leaseTtlMs,
     onAsked: (holder) => {
       process.stderr.write(`asked ${holder} to stop reconciling ${name}\n`);
     },

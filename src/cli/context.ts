@@ -3,7 +3,8 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { ControlPlane } from '../api/control-plane.ts';
-import { parseDurationRange } from '../api/duration.ts';
+import { parseDuration, parseDurationRange } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
 import type { Etcd3Admin } from '../adapters/etcd3-admin.ts';
 import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
 import { withInjectedFaults } from '../adapters/fault-injecting-etcd-admin.ts';
@@ -12,6 +13,7 @@ import { SqliteStateStore } from '../adapters/sqlite-state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
+import { DEFAULT_LEASE_TTL_MS } from '../reconciler/lease-keeper.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { openLogger, parseLogOptions } from './logging.ts';
@@ -21,6 +23,15 @@ export interface GlobalOptions {
   stateDir?: string;
   logLevel?: string;
   logFormat?: string;
+  leaseTtl?: string;
+}
+
+/** --lease-ttl: how long a cluster's lease outlives its holder's last renewal (renewed every 2 s at most). */
+function parseLeaseTtl(text: string | undefined): number {
+  if (text === undefined) return DEFAULT_LEASE_TTL_MS;
+  const ms = parseDuration(text);
+  if (ms === undefined || ms < 1_000) throw new InvalidInputError([`--lease-ttl: must be a duration of 1s or more, such as 10s, got ${text}`]);
+  return ms;
 }
 
 /** --state-dir, else $FASTPLANE_HOME, else ~/.fastplane. */
@@ -33,12 +44,14 @@ export class CliContext {
   readonly store: SqliteStateStore;
   readonly log: Logger;
   readonly hooks: TestHooks;
+  readonly leaseTtlMs: number;
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
 
-  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string) {
-    // Before anything is opened: a refused test hook or log format is an input error with nothing created.
+  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string) {
+    // Before anything is opened: a refused test hook, log format or TTL is an input error with nothing created.
     this.hooks = testHooksFromEnv();
+    this.leaseTtlMs = parseLeaseTtl(leaseTtl);
     const logOptions = parseLogOptions(logLevel, logFormat);
     mkdirSync(stateDir, { recursive: true });
     this.store = new SqliteStateStore(join(stateDir, 'fastplane.db'));

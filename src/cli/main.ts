@@ -28,7 +28,7 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
   let code: number;
   try {
     const { CliContext, resolveStateDir } = await import('./context.ts');
-    ctx = new CliContext(resolveStateDir(globals), globals.logLevel, globals.logFormat);
+    ctx = new CliContext(resolveStateDir(globals), globals.logLevel, globals.logFormat, globals.leaseTtl);
     code = await run(ctx);
   } catch (error) {
     if (error instanceof InvalidInputError) {
@@ -49,6 +49,7 @@ export function buildProgram(): Command {
   const program = new Command('fastplane')
     .description('Brings up, scales, upgrades and repairs etcd control planes: machines in parallel, membership changes one at a time.')
     .option('--state-dir <dir>', 'where records, logs and machines live (default $FASTPLANE_HOME or ~/.fastplane)')
+    .option('--lease-ttl <duration>', "how long a cluster's lease outlives its holder's last renewal; another process then takes over", '10s')
     .option('--log-level <level>', 'log level: trace, debug, info, warn, error, fatal or silent', 'info')
     .option('--log-format <format>', 'also log to stderr, as json (one object per line) or pretty (one line per record); the state dir\'s fastplane.log always gets json')
     .exitOverride()

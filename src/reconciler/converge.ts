@@ -4,7 +4,7 @@ import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
-import type { StateStore } from '../ports/state-store.ts';
+import { FencedOutError, type StateStore } from '../ports/state-store.ts';
 import { LeaseKeeper } from './lease-keeper.ts';
 import { runUntilSettled, type PassReport, type ReconcileDeps, type RunOutcome } from './run.ts';
 
@@ -75,10 +75,14 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
         if (result.outcome !== 'LeaseLost') return { outcome: result.outcome, generation, passes, settledAt };
         options.onNote?.('another fastplane process took the lease over; following its work');
       } catch (error) {
-        // Deleted under this run (`down --force` fenced it out): an answer, not a failure.
-        if (keeper.lost && !(await store.getControlPlane(cluster))) return { outcome: 'Deleted', generation, passes, settledAt };
-        if (options.onFailureUnderLease && !keeper.lost) await options.onFailureUnderLease(error, keeper.writer);
-        throw error;
+        if (!keeper.lost && !(error instanceof FencedOutError)) {
+          if (options.onFailureUnderLease) await options.onFailureUnderLease(error, keeper.writer);
+          throw error;
+        }
+        // Fenced out mid-pass: deleted under this run (`down --force`) is an answer; otherwise another
+        // process took the lease over (this one stalled past the TTL), so follow its work instead.
+        if (!(await store.getControlPlane(cluster))) return { outcome: 'Deleted', generation, passes, settledAt };
+        options.onNote?.('another fastplane process took the lease over; following its work');
       } finally {
         await keeper.release();
       }

@@ -9,6 +9,8 @@ export interface UnderLeaseOptions {
   waitMs: number;
   /** After waitMs, take the lease from a holder that did not stop (it is fenced out). */
   force: boolean;
+  /** The lease's TTL (default DEFAULT_LEASE_TTL_MS). */
+  ttlMs?: number;
   /** Told who was asked to stop, once. */
   onAsked?: (holder: string) => void;
 }
@@ -25,7 +27,7 @@ export async function underLease<T>(store: StateStore, cluster: string, options:
   const deadline = clock.now() + options.waitMs;
   let asked = false;
   for (;;) {
-    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, force: options.force && clock.now() >= deadline });
+    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, force: options.force && clock.now() >= deadline, ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) });
     if (keeper) {
       try {
         return { done: true, value: await work(keeper.writer) };

@@ -104,4 +104,37 @@ describe('bad input exits 2, names the problem and creates nothing', { timeout: 
       assertNothingCreated();
     });
   });
+
+  describe('test hooks are off unless FASTPLANE_TEST_HOOKS=1', () => {
+    test('a failpoint, an injected fault or an address prefix without the gate is refused, naming the variable', async () => {
+      for (const variable of ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS']) {
+        const run = await env.run(['up', '--name', 'hooks', '--replicas', '1'], { FASTPLANE_TEST_HOOKS: '', FASTPLANE_ADDRESS_PREFIX: '', [variable]: 'after-promote' });
+        assert.equal(run.code, 2, run.stderr);
+        assert.match(run.stderr, new RegExp(`${variable}: a test hook, refused unless FASTPLANE_TEST_HOOKS=1`));
+        assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+      }
+      const prefix = await env.run(['status'], { FASTPLANE_TEST_HOOKS: '' });
+      assert.equal(prefix.code, 2, prefix.stderr);
+      assert.match(prefix.stderr, /FASTPLANE_ADDRESS_PREFIX: a test hook/);
+      assertNothingCreated();
+    });
+
+    test('with the gate: an unknown failpoint or fault, or an address prefix off loopback, is refused', async () => {
+      const cases: [Record<string, string>, RegExp][] = [
+        [{ FASTPLANE_FAILPOINTS: 'after-lunch' }, /FASTPLANE_FAILPOINTS: unknown failpoint after-lunch; known: after-create-record,/],
+        [{ FASTPLANE_INJECT_FAULTS: 'everything' }, /FASTPLANE_INJECT_FAULTS: unknown fault everything/],
+        [{ FASTPLANE_ADDRESS_PREFIX: '10.1' }, /FASTPLANE_ADDRESS_PREFIX: must be 127\.N with N in 0\.\.255 .*127\.0\.0\.0\/8.*got 10\.1/],
+        [{ FASTPLANE_ADDRESS_PREFIX: '127.300' }, /FASTPLANE_ADDRESS_PREFIX: must be 127\.N/],
+      ];
+      const ttl = await env.run(['--lease-ttl', '0.5s', 'up', '--name', 'hooks', '--replicas', '1']);
+      assert.equal(ttl.code, 2, ttl.stderr);
+      assert.match(ttl.stderr, /--lease-ttl: must be a duration of 1s or more/);
+      for (const [extra, says] of cases) {
+        const run = await env.run(['up', '--name', 'hooks', '--replicas', '1'], extra);
+        assert.equal(run.code, 2, `${JSON.stringify(extra)}: ${run.stderr}`);
+        assert.match(run.stderr, says);
+      }
+      assertNothingCreated();
+    });
+  });
 });

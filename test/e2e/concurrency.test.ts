@@ -204,6 +204,31 @@ describe('one writer per cluster, on real etcd', { timeout: 600_000 }, () => {
     assert.deepEqual(env.controlPlanes(), [], 'and recorded nothing');
   });
 
+  test('a holder that stops renewing loses its lease after its TTL, whatever its PID: a waiting command takes over and converges', async () => {
+    const env = newEnv('127.154');
+    const first = await env.run(['up', '--name', 'tt', '--replicas', '1', '--timeout', '60s']);
+    assert.equal(first.code, 0, first.stderr);
+    const args = ['up', '--name', 'tt', '--replicas', '3', '--provisioning-delay', '20s', '--timeout', '150s'];
+    const holder = env.start(['--lease-ttl', '3s', ...args]);
+    await waitFor('the holder creating machines', () => (env.machines('tt').length > 1 ? true : undefined));
+    holder.child.kill('SIGSTOP');
+    try {
+      // Its process is alive (stopped): only the TTL can free the lease.
+      const follower = await env.run([...args, '-o', 'json']);
+      assert.equal(follower.code, 0, follower.stderr);
+      assert.equal(statusOf(follower.stdout).status.voters, 3);
+    } finally {
+      holder.child.kill('SIGCONT');
+    }
+    const resumed = await holder.done;
+    assert.ok(resumed.code === 0 || resumed.code === 5, `the resumed holder is fenced out and answers from the records: ${String(resumed.code)} ${resumed.stderr}`);
+    const events = eventsJson(await env.run(['events', 'tt', '-o', 'json']));
+    assert.equal(events.filter((e) => e.action === 'InitCluster' && e.result === 'ok').length, 1);
+    const { members } = await askEtcd(statusOf((await env.run(['status', 'tt', '-o', 'json'])).stdout).status);
+    assert.equal(members.length, 3);
+    assert.equal(members.filter((m) => m.isLearner).length, 0);
+  });
+
   test('two state dirs on one host get separate addresses', async () => {
     const first = newEnv('127.152');
     const second = newEnv('127.152');
