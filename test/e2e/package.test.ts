@@ -47,7 +47,7 @@ describe('npm pack, installed into an empty prefix', { timeout: 600_000 }, () =>
     assert.equal(version.code, 0, version.stderr);
     assert.equal(version.stdout.trim(), '0.1.0');
 
-    const env = { FASTPLANE_HOME: stateDir, FASTPLANE_ADDRESS_PREFIX: '127.223' };
+    const env = { FASTPLANE_HOME: stateDir, FASTPLANE_TEST_HOOKS: '1', FASTPLANE_ADDRESS_PREFIX: '127.223' };
     try {
       const up = await run(bin, ['up', '--name', 'packed', '--replicas', '1', '--provisioning-delay', '0s', '--timeout', '90s', '-o', 'json'], env);
       assert.equal(up.code, 0, up.stderr);
