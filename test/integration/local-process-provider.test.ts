@@ -36,8 +36,9 @@ function newStateDir(): string {
 function recordedPids(stateDir: string): number[] {
   const clusters = join(stateDir, 'clusters');
   if (!existsSync(clusters)) return [];
+  // A cluster folder exists from its address claim on, before any machine folder.
   return readdirSync(clusters).flatMap((cluster) =>
-    readdirSync(join(clusters, cluster, 'machines')).flatMap((machine) => {
+    (existsSync(join(clusters, cluster, 'machines')) ? readdirSync(join(clusters, cluster, 'machines')) : []).flatMap((machine) => {
       const file = join(clusters, cluster, 'machines', machine, 'machine.json');
       if (!existsSync(file)) return [];
       const { pid } = JSON.parse(readFileSync(file, 'utf8')) as { pid?: number };
@@ -140,8 +141,15 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
   const deleting = await provider.describe('life', 'm2');
   assert.equal(deleting?.state, 'Deleting');
   assert.equal(deleting.memberRunning, false);
-  await provider.delete('life', 'm2');
-  await waitFor('the machine to be gone', async () => ((await provider.describe('life', 'm2')) === undefined ? true : undefined), 5000);
+  // Describing never tears down: each delete moves the teardown on, and wipes the machine once due.
+  await waitFor(
+    'the machine to be gone',
+    async () => {
+      await provider.delete('life', 'm2');
+      return (await provider.describe('life', 'm2')) === undefined ? true : undefined;
+    },
+    5000,
+  );
   assert.equal(existsSync(machineDir), false, 'the machine folder is removed');
   await assertAddressFree(infra.address, 2379);
   await assertAddressFree(infra.address, 2380);
@@ -174,7 +182,9 @@ test('destroyCluster kills every member by PID and removes the cluster folder', 
 });
 
 test('a taken address is an InvalidInputError naming the address and port', async () => {
-  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX });
+  // Its own host-wide claims, so this first cluster gets slot 1 whatever other tests hold.
+  const stateDir = newStateDir();
+  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, claimsDir: join(stateDir, 'claims') });
   const blocker = createServer();
   blocker.listen({ host: '127.91.1.9', port: 2380 });
   await once(blocker, 'listening');
