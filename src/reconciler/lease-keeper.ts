@@ -11,15 +11,11 @@ export const DEFAULT_LEASE_TTL_MS = 10_000;
 const MAX_RENEW_INTERVAL_MS = 2_000;
 
 export interface LeaseKeeperOptions {
-  /** Shown to other processes as the holder (default host:pid). */
-  holder?: string;
   ttlMs?: number;
   /** Real time: the lease is judged by wall-clock renewals even when the run uses a virtual clock. */
   clock: Clock;
   /** Take the lease even from a live holder, which is then fenced out (`down --force`). */
   force?: boolean;
-  /** Called when the holder is asked to stop (`fastplane down`) or loses the lease. */
-  onChange?: (change: 'StopRequested' | 'Lost') => void;
   /** Taking, losing, being asked to give up and releasing the lease are logged here at info. */
   log?: Logger;
 }
@@ -46,7 +42,7 @@ export class LeaseKeeper {
   static async acquire(store: StateStore, cluster: string, options: LeaseKeeperOptions): Promise<LeaseKeeper | undefined> {
     const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
     const token = randomUUID();
-    const holder = { token, holder: options.holder ?? `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs };
+    const holder = { token, holder: `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs };
     if (!(await store.acquireLease(cluster, holder, options.clock.now(), { force: options.force === true }))) return undefined;
     const keeper = new LeaseKeeper(store, cluster, token, { ...options, ttlMs });
     options.log?.info({ cluster, holder: holder.holder, ttlMs }, `lease on ${cluster} taken by ${holder.holder}`);
@@ -70,8 +66,8 @@ export class LeaseKeeper {
     this.timer.unref();
   }
 
-  /** One renewal; exported behaviour for tests through the store's lease record. */
-  async renew(): Promise<LeaseRecord | undefined> {
+  /** One renewal: notices a lost lease or a stop request. */
+  private async renew(): Promise<LeaseRecord | undefined> {
     if (this.writer.lost) return undefined;
     let lease: LeaseRecord | undefined;
     try {
@@ -83,11 +79,9 @@ export class LeaseKeeper {
     if (!lease) {
       this.writer.markLost();
       this.options.log?.info({ cluster: this.cluster }, `lease on ${this.cluster} lost: another process took it over`);
-      this.options.onChange?.('Lost');
     } else if (lease.stopRequested && !this.stopAsked) {
       this.stopAsked = true;
       this.options.log?.info({ cluster: this.cluster }, `asked to give up the lease on ${this.cluster}`);
-      this.options.onChange?.('StopRequested');
     }
     return lease;
   }
