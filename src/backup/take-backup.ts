@@ -2,7 +2,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sha256OfFile, writeFileAtomic } from '../adapters/state-files.ts';
-import type { SnapshotFileStatus } from '../adapters/etcd-tools.ts';
+import type { SnapshotFileStatus } from '../adapters/etcd/etcd-tools.ts';
 import type { EtcdAdmin, EtcdMember } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance, MemberUsage } from '../ports/etcd-maintenance.ts';
 import { backupFileName, sidecarPath, type Backup, type BackupSidecar } from './backup-files.ts';

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createConnection, createServer, type AddressInfo } from 'node:net';
-import { openKvClient, type KvClientOptions } from '../adapters/etcd3-admin.ts';
+import { openKvClient, type KvClientOptions } from '../adapters/etcd/etcd3-admin.ts';
 import type { BenchMachine } from './result.ts';
 import { median, medianSeconds, ratio, seconds } from './stats.ts';
 

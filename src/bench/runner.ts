@@ -1,6 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
-import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
-import type { LocalProcessProvider, MachineFacts } from '../adapters/local-process-provider.ts';
+import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
+import type { LocalProcessProvider, MachineFacts } from '../adapters/providers/local/local-process-provider.ts';
 import type { EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { Convergence } from '../reconciler/converge.ts';
 import { calibrate, type Calibration } from './calibration.ts';

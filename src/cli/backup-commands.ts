@@ -1,8 +1,8 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import { Etcd3Maintenance } from '../adapters/etcd3-maintenance.ts';
-import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd3-admin.ts';
-import { snapshotFileStatus } from '../adapters/etcd-tools.ts';
+import { Etcd3Maintenance } from '../adapters/etcd/etcd3-maintenance.ts';
+import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
+import { snapshotFileStatus } from '../adapters/etcd/etcd-tools.ts';
 import { backupsDir, listBackups, type Backup } from '../backup/backup-files.ts';
 import { BackupError, takeBackup } from '../backup/take-backup.ts';
 import { BlockedError, checkSnapshot, recordRestore } from '../dr/restore.ts';

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../api/errors.ts';
-import { describeCertificate, type CertificateInfo } from '../adapters/local-pki.ts';
+import { describeCertificate, type CertificateInfo } from '../adapters/providers/local/local-pki.ts';
 import { launchFor } from '../executor/execute.ts';
 import { renewCertificates } from '../dr/renew-certificates.ts';
 import { systemClock } from '../ports/clock.ts';

@@ -4,7 +4,7 @@ import { defaultControlPlane, validateControlPlane, type ControlPlane } from '..
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { validateVersionChange } from '../api/version-change.ts';
-import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
+import { findEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';

@@ -5,11 +5,11 @@ import type { Logger } from 'pino';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import type { Etcd3Admin } from '../adapters/etcd3-admin.ts';
-import { findEtcdBinary } from '../adapters/etcd-binaries.ts';
-import { withInjectedFaults } from '../adapters/fault-injecting-etcd-admin.ts';
-import { LocalProcessProvider } from '../adapters/local-process-provider.ts';
-import { SqliteStateStore } from '../adapters/sqlite-state-store.ts';
+import type { Etcd3Admin } from '../adapters/etcd/etcd3-admin.ts';
+import { findEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
+import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
+import { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
+import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
@@ -81,7 +81,7 @@ export class CliContext {
     const name = manifest.metadata.name;
     const known = this.admins.get(name);
     if (known) return known;
-    const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd3-admin.ts');
+    const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
     const tls = this.provider(manifest).clientTls(name);
     // Another call may have created it while the module loaded.
     const admin = this.admins.get(name) ?? new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });

@@ -1,4 +1,4 @@
-import { listEtcdVersions } from '../adapters/etcd-binaries.ts';
+import { listEtcdVersions } from '../adapters/etcd/etcd-binaries.ts';
 import { loadManifestFile, type LoadedManifest } from '../api/manifest.ts';
 
 /**

@@ -7,7 +7,7 @@ import { runUntilSettled, type RunOptions, type RunResult } from '../reconciler/
 import { ModelEtcdAdmin, ModelProvider } from './model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld, type ModelTimings } from './model-world.ts';
 import { seededRandom } from './random.ts';
-import { MemoryStateStore } from '../adapters/memory-state-store.ts';
+import { MemoryStateStore } from '../adapters/stores/memory-state-store.ts';
 import type { Clock } from '../ports/clock.ts';
 import { VirtualClock } from './virtual-clock.ts';
 

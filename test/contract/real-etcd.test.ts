@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { Etcd3Admin, readTlsCredentials } from '../../src/adapters/etcd3-admin.ts';
-import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd-binaries.ts';
-import { LocalProcessProvider } from '../../src/adapters/local-process-provider.ts';
+import { Etcd3Admin, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
+import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
+import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 import { systemClock } from '../../src/ports/clock.ts';
 import { defineEtcdAdminContract, type ContractWorld } from './etcd-admin-contract.ts';
 

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { CertificateInfo } from '../../src/adapters/local-pki.ts';
+import type { CertificateInfo } from '../../src/adapters/providers/local/local-pki.ts';
 import type { MaintainReport } from '../../src/dr/maintain.ts';
 import { ContinuousWriter } from '../chaos/writer.ts';
 import { cliEnvFactory, statusOf } from '../support/cli.ts';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
-import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd-binaries.ts';
+import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
 
 // Needs the binaries from `bash scripts/install-etcd.sh`: 3.4.23 in /usr/bin, 3.5.x in the cache.
 

@@ -8,8 +8,8 @@ import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
-import { Etcd3Admin, openKvClient, readTlsCredentials } from '../../src/adapters/etcd3-admin.ts';
-import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/local-process-provider.ts';
+import { Etcd3Admin, openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
+import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/providers/local/local-process-provider.ts';
 import type { InfraProvider, MachineInfra } from '../../src/ports/infra-provider.ts';
 
 // The provider's default, mutual TLS; test/integration/tls.test.ts checks what TLS refuses.
@@ -111,7 +111,7 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
   await waitProvisioned(provider, 'life', 'm2');
 
   // Start the member from a separate node process that exits at once, as `fastplane up` does.
-  const providerModule = pathToFileURL(fileURLToPath(new URL('../../src/adapters/local-process-provider.ts', import.meta.url))).href;
+  const providerModule = pathToFileURL(fileURLToPath(new URL('../../src/adapters/providers/local/local-process-provider.ts', import.meta.url))).href;
   const launch = { memberName: 'm2', version: VERSION, initialCluster: `m2=${infra.peerURL}`, initialClusterState: 'new', clusterToken: 'life', maxLearners: 1 };
   const script = `import { LocalProcessProvider } from ${JSON.stringify(providerModule)};
     await new LocalProcessProvider(${JSON.stringify(options)}).startMember('life', 'm2', ${JSON.stringify(launch)});`;

@@ -5,11 +5,11 @@ import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { Etcd3Admin, openKvClient, readTlsCredentials, type TlsCredentials } from '../../src/adapters/etcd3-admin.ts';
-import { listEtcdVersions } from '../../src/adapters/etcd-binaries.ts';
-import { issueMemberCertificates } from '../../src/adapters/local-pki.ts';
-import { clientTlsFiles, memberTlsFiles } from '../../src/adapters/pki-files.ts';
-import { LocalProcessProvider } from '../../src/adapters/local-process-provider.ts';
+import { Etcd3Admin, openKvClient, readTlsCredentials, type TlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
+import { listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
+import { issueMemberCertificates } from '../../src/adapters/providers/local/local-pki.ts';
+import { clientTlsFiles, memberTlsFiles } from '../../src/adapters/providers/local/pki-files.ts';
+import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 
 const PREFIX = '127.80';
 const SERVER_AUTH = '1.3.6.1.5.5.7.3.1';

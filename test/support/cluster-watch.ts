@@ -1,4 +1,4 @@
-import type { Etcd3Admin } from '../../src/adapters/etcd3-admin.ts';
+import type { Etcd3Admin } from '../../src/adapters/etcd/etcd3-admin.ts';
 import { quorum } from '../../src/domain/quorum.ts';
 import { adminFor, type ClusterAccess } from './etcd-direct.ts';
 

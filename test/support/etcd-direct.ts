@@ -1,5 +1,5 @@
 import type { Etcd3 } from 'etcd3';
-import { Etcd3Admin, openKvClient, readTlsCredentials, type TlsCredentials } from '../../src/adapters/etcd3-admin.ts';
+import { Etcd3Admin, openKvClient, readTlsCredentials, type TlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
 import type { EtcdMember, EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { BrokenCircuitError } from 'cockatiel';
 import { GRPCDeadlineExceededError, GRPCFailedPreconditionError, GRPCNotFoundError, GRPCUnavailableError } from 'etcd3';
-import { classifyEtcdError } from '../../src/adapters/etcd3-admin.ts';
+import { classifyEtcdError } from '../../src/adapters/etcd/etcd3-admin.ts';
 import { EtcdAdminError, type EtcdErrorKind } from '../../src/ports/etcd-admin.ts';
 
 // Messages exactly as etcd3@1.1.2 reports them against etcd 3.4.23 / 3.5.16 (docs/etcd-behaviour.md, "How the error texts are used").

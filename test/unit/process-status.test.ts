@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
-import { isExiting, isProcessAlive, processArguments } from '../../src/adapters/process-status.ts';
+import { isExiting, isProcessAlive, processArguments } from '../../src/adapters/providers/local/process-status.ts';
 
 const started: number[] = [];
 after(() => {

@@ -7,7 +7,7 @@ import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
 import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
-import { withLock, writeFileAtomic } from './state-files.ts';
+import { withLock, writeFileAtomic } from '../../state-files.ts';
 
 /**
  * Certificates of the local provider's clusters, as kubeadm lays them out for etcd: one CA per

@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { AlarmAction, AlarmType, type Etcd3 } from 'etcd3';
-import type { EtcdAlarm } from '../ports/etcd-admin.ts';
-import type { EtcdMaintenance, MemberUsage } from '../ports/etcd-maintenance.ts';
+import type { EtcdAlarm } from '../../ports/etcd-admin.ts';
+import type { EtcdMaintenance, MemberUsage } from '../../ports/etcd-maintenance.ts';
 import { classifyEtcdError, openKvClient, type TlsCredentials } from './etcd3-admin.ts';
 
 export interface Etcd3MaintenanceOptions {

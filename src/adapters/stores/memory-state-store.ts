@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
-import type { ControlPlane } from '../api/control-plane.ts';
-import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
+import type { ControlPlane } from '../../api/control-plane.ts';
+import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
+import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
 import {
   FencedOutError,
   leaseIsFree,
@@ -11,8 +11,8 @@ import {
   type StateStore,
   type StoreWrite,
   type WriterLease,
-} from '../ports/state-store.ts';
-import { isProcessAlive } from './process-status.ts';
+} from '../../ports/state-store.ts';
+import { isProcessAlive } from '../providers/local/process-status.ts';
 
 /**
  * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared

@@ -9,7 +9,7 @@ import {
   type EtcdMember,
   type EtcdMemberStatus,
   type TlsFiles,
-} from '../ports/etcd-admin.ts';
+} from '../../ports/etcd-admin.ts';
 
 /**
  * EtcdAdmin over the `etcd3` npm package. One client per endpoint: the package shuffles hosts per

@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { InvalidInputError } from '../api/errors.ts';
-import { withLock, writeFileAtomic } from './state-files.ts';
+import { InvalidInputError } from '../../../api/errors.ts';
+import { withLock, writeFileAtomic } from '../../state-files.ts';
 
 /**
  * The local provider's address blocks: each cluster of a state dir gets a slot (the third octet of its

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
-import { InvalidInputError } from '../api/errors.ts';
+import { InvalidInputError } from '../../api/errors.ts';
 
 /**
  * Finds etcd binaries by the version they report, so a machine runs exactly the version its spec

@@ -1,5 +1,5 @@
-import { InvalidInputError } from '../api/errors.ts';
-import { EtcdAdminError, type EtcdAdmin, type EtcdAlarm, type EtcdMember, type EtcdMemberStatus } from '../ports/etcd-admin.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import { EtcdAdminError, type EtcdAdmin, type EtcdAlarm, type EtcdMember, type EtcdMemberStatus } from '../../ports/etcd-admin.ts';
 
 /** Faults the chaos tests ask for by name, through FASTPLANE_INJECT_FAULTS (comma-separated). */
 export const INJECTABLE_FAULTS = ['remove-answers-server-stopped'] as const;

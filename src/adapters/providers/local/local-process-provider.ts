@@ -5,17 +5,17 @@ import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import type { DurationRange } from '../api/duration.ts';
-import { InvalidInputError } from '../api/errors.ts';
-import { systemClock, type Clock } from '../ports/clock.ts';
-import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
-import type { TlsFiles } from '../ports/etcd-admin.ts';
-import { findEtcdBinary } from './etcd-binaries.ts';
+import type { DurationRange } from '../../../api/duration.ts';
+import { InvalidInputError } from '../../../api/errors.ts';
+import { systemClock, type Clock } from '../../../ports/clock.ts';
+import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
+import type { TlsFiles } from '../../../ports/etcd-admin.ts';
+import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
 import { AddressSlots } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
 import { clientTlsFiles, memberTlsFiles } from './pki-files.ts';
-import { restoreSnapshot } from './etcd-tools.ts';
-import { sha256OfFile, writeFileAtomic } from './state-files.ts';
+import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
+import { sha256OfFile, writeFileAtomic } from '../../state-files.ts';
 import { initStartSuppressed } from './test-markers.ts';
 
 /**

@@ -2,9 +2,9 @@ import { mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { hostname } from 'node:os';
-import type { ControlPlane } from '../api/control-plane.ts';
-import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../domain/record-writes.ts';
+import type { ControlPlane } from '../../api/control-plane.ts';
+import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
+import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
 import {
   FencedOutError,
   leaseIsFree,
@@ -14,8 +14,8 @@ import {
   type StateStore,
   type StoreWrite,
   type WriterLease,
-} from '../ports/state-store.ts';
-import { isProcessAlive } from './process-status.ts';
+} from '../../ports/state-store.ts';
+import { isProcessAlive } from '../providers/local/process-status.ts';
 
 /**
  * Schema migrations, applied in order; the database's `PRAGMA user_version` counts how many ran.
