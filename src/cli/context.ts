@@ -13,7 +13,7 @@ import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
-import { DEFAULT_LEASE_TTL_MS } from '../reconciler/lease-keeper.ts';
+import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../reconciler/lease-keeper.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { openLogger, parseLogOptions } from './logging.ts';
@@ -84,7 +84,9 @@ export class CliContext {
     const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
     const tls = this.provider(manifest).clientTls(name);
     // Another call may have created it while the module loaded.
-    const admin = this.admins.get(name) ?? new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+    // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
+    const callTimeoutMs = leaseCallBoundMs(this.leaseTtlMs);
+    const admin = this.admins.get(name) ?? new Etcd3Admin(tls === undefined ? { callTimeoutMs } : { callTimeoutMs, credentials: () => readTlsCredentials(tls) });
     this.admins.set(name, admin);
     return admin;
   }

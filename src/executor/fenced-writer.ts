@@ -1,4 +1,29 @@
+import type { Clock } from '../ports/clock.ts';
 import { FencedOutError, type StateStore, type StoreWrite, type WriterLease } from '../ports/state-store.ts';
+
+/**
+ * The renew deadline, as Kubernetes leader election has it: a holder acts only while its last
+ * successful renewal keeps the lease alive past the end of the call it is about to make, so a holder
+ * whose renewals stall stops acting before anyone else may take the lease over.
+ */
+export interface RenewDeadline {
+  clock: Clock;
+  ttlMs: number;
+  /** Kept off the TTL for clock skew between hosts and the store's own latency. */
+  marginMs: number;
+  /** The longest a guarded call may take (the etcd client's call timeout, a provider call's bound). */
+  callBoundMs: number;
+  /** When the last successful renewal (or the acquisition) was sent, by `clock`. */
+  renewedAt: number;
+}
+
+/** Stopped acting because the lease might expire during the next call (renewals stalled). */
+export class RenewDeadlineError extends FencedOutError {
+  constructor(cluster: string, sinceRenewalMs: number) {
+    super(cluster);
+    this.message = `the lease of control plane ${cluster} was last renewed ${String(sinceRenewalMs)}ms ago and might expire during the next call; stopped acting on it`;
+  }
+}
 
 /**
  * The only way a reconcile pass writes: every batch is committed under the pass's lease, and once a
@@ -11,6 +36,7 @@ export class FencedWriter {
   constructor(
     readonly store: StateStore,
     readonly lease: WriterLease,
+    private readonly deadline?: RenewDeadline,
   ) {}
 
   get lost(): boolean {
@@ -21,17 +47,41 @@ export class FencedWriter {
     this.lostWith ??= error;
   }
 
+  /** The lease keeper's successful renewals move the renew deadline on. */
+  renewed(at: number): void {
+    if (this.deadline && at > this.deadline.renewedAt) this.deadline.renewedAt = at;
+  }
+
+  /** Whether the lease, as last renewed, outlives a call of the bound started now. */
+  outlivesNextCall(): boolean {
+    return this.leaseOutlives(this.deadline?.callBoundMs ?? 0);
+  }
+
+  /** Whether the lease, as last renewed, is still alive `ms` from now (with the margin kept off). */
+  leaseOutlives(ms: number): boolean {
+    if (!this.deadline) return true;
+    const { clock, ttlMs, marginMs, renewedAt } = this.deadline;
+    return renewedAt + ttlMs - marginMs > clock.now() + ms;
+  }
+
   /** Throws when the lease is known to be gone; costs nothing, so it guards every side effect. */
   ensureHeld(): void {
     if (this.lostWith) throw this.lostWith;
   }
 
-  /** Asks the store whether the lease is still ours: before a membership change, a round trip is cheap. */
+  /**
+   * Before a provider or membership call: the lease must still be ours in the store, and recently
+   * enough renewed to outlive the call (else this writer stops acting for good: the lease keeper's
+   * owner must take the lease again).
+   */
   async verify(): Promise<void> {
     this.ensureHeld();
+    this.checkRenewDeadline();
     const lease = await this.store.getLease(this.lease.cluster);
     if (lease?.token !== this.lease.token) this.markLost();
     this.ensureHeld();
+    // The read may itself have been slow.
+    this.checkRenewDeadline();
   }
 
   async commit(...writes: StoreWrite[]): Promise<void> {
@@ -43,5 +93,11 @@ export class FencedWriter {
       if (error instanceof FencedOutError) this.markLost(error);
       throw error;
     }
+  }
+
+  private checkRenewDeadline(): void {
+    if (this.outlivesNextCall() || !this.deadline) return;
+    this.markLost(new RenewDeadlineError(this.lease.cluster, this.deadline.clock.now() - this.deadline.renewedAt));
+    this.ensureHeld();
   }
 }

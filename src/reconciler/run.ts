@@ -59,10 +59,10 @@ function logDecision(log: Logger | undefined, cluster: string, generation: numbe
   );
 }
 
-const waitText = (wait: Wait): string => `${wait.code}: ${wait.message}`;
+export const waitText = (wait: Wait): string => `${wait.code}: ${wait.message}`;
 
 /** Waits that began or ended since the previous pass, at info: what an operator wants to see change. */
-function logWaitChanges(log: Logger | undefined, cluster: string, before: Wait[], after: Wait[]): void {
+export function logWaitChanges(log: Logger | undefined, cluster: string, before: Wait[], after: Wait[]): void {
   if (!log) return;
   const was = new Set(before.map(waitText));
   const is = new Set(after.map(waitText));

@@ -1,0 +1,53 @@
+import type { Clock } from '../ports/clock.ts';
+import type { Repeat } from '../reconciler/lease-keeper.ts';
+
+/**
+ * Timers as a port, beside the Clock: the controller's queue and lease renewals run on real timers in
+ * the CLI and on virtual time in simulations, with no process globals in between.
+ */
+export interface Timers {
+  /** Runs `fn` after `ms`; the returned function cancels it (a no-op once it ran). */
+  after(ms: number, fn: () => void): () => void;
+}
+
+export const systemTimers: Timers = {
+  after(ms, fn) {
+    const timer = setTimeout(fn, Math.max(0, ms));
+    return () => {
+      clearTimeout(timer);
+    };
+  },
+};
+
+/** Timers on a clock's sleep (the simulator's VirtualClock): a cancelled timer simply does nothing when due. */
+export function clockTimers(clock: Clock): Timers {
+  return {
+    after(ms, fn) {
+      let live = true;
+      void clock.sleep(ms).then(() => {
+        if (live) fn();
+      });
+      return () => {
+        live = false;
+      };
+    },
+  };
+}
+
+/** A LeaseKeeper renewal timer on these timers. */
+export function repeatOn(timers: Timers): Repeat {
+  return (ms, fn) => {
+    let cancel: (() => void) | undefined;
+    let live = true;
+    const tick = (): void => {
+      if (!live) return;
+      fn();
+      cancel = timers.after(ms, tick);
+    };
+    cancel = timers.after(ms, tick);
+    return () => {
+      live = false;
+      cancel?.();
+    };
+  };
+}
