@@ -18,7 +18,10 @@ import {
   type WriterLease,
 } from '../../ports/state-store.ts';
 import { isProcessAlive } from '../providers/local/process-status.ts';
+import { CorruptStateError, decodeControlPlane, decodeEvent, decodeLease, decodeMachine } from './record-codec.ts';
 import { watchSqliteSpecs } from './sqlite-spec-watch.ts';
+
+export { CorruptStateError };
 
 /**
  * Schema migrations, applied in order; the database's `PRAGMA user_version` counts how many ran.
@@ -74,79 +77,6 @@ const MIGRATIONS: readonly string[] = [
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
-
-/** A stored row that does not hold the record it should; names the table and key so it can be found. */
-export class CorruptStateError extends Error {
-  override readonly name = 'CorruptStateError';
-  constructor(
-    readonly table: string,
-    readonly key: string,
-    detail: string,
-  ) {
-    super(`state store: row ${key} of table ${table} is corrupt: ${detail}`);
-  }
-}
-
-type FieldKind = 'string' | 'number' | 'object';
-
-// The required fields checked on read: enough to catch a truncated or foreign row, not a full schema.
-const CONTROL_PLANE_FIELDS = {
-  name: 'string',
-  manifest: 'object',
-  createdAt: 'number',
-  clusterToken: 'string',
-  nextOrdinal: 'number',
-} as const satisfies Partial<Record<keyof ControlPlaneRecord, FieldKind>>;
-
-const MACHINE_FIELDS = {
-  cluster: 'string',
-  name: 'string',
-  ordinal: 'number',
-  version: 'string',
-  templateHash: 'string',
-  createdAt: 'number',
-  phase: 'string',
-  phaseTimes: 'object',
-} as const satisfies Partial<Record<keyof MachineRecord, FieldKind>>;
-
-const LEASE_FIELDS = {
-  cluster: 'string',
-  token: 'string',
-  holder: 'string',
-  host: 'string',
-  pid: 'number',
-  ttlMs: 'number',
-  acquiredAt: 'number',
-  renewedAt: 'number',
-} as const satisfies Partial<Record<keyof LeaseRecord, FieldKind>>;
-
-const EVENT_FIELDS = {
-  cluster: 'string',
-  at: 'number',
-  type: 'string',
-  reason: 'string',
-  message: 'string',
-} as const satisfies Partial<Record<keyof EventRecord, FieldKind>>;
-
-/** Parses a row's JSON and checks its required fields; the caller names the record type it holds. */
-function decode(table: string, key: string, text: string, fields: Readonly<Record<string, FieldKind>>): object {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new CorruptStateError(table, key, `not JSON (${error instanceof Error ? error.message : String(error)})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new CorruptStateError(table, key, 'not a JSON object');
-  }
-  const record = value as Record<string, unknown>;
-  for (const [field, kind] of Object.entries(fields)) {
-    const present = record[field];
-    const ok = kind === 'object' ? typeof present === 'object' && present !== null : typeof present === kind;
-    if (!ok) throw new CorruptStateError(table, key, `field ${field} is missing or not a ${kind}`);
-  }
-  return record;
-}
 
 interface RecordRow {
   key: string;
@@ -242,11 +172,11 @@ export class SqliteStateStore implements StateStore {
   }
 
   listControlPlanes(): Promise<ControlPlaneRecord[]> {
-    return settle(() => this.statements.listControlPlanes.all().map(decodeControlPlane));
+    return settle(() => this.statements.listControlPlanes.all().map((row) => decodeControlPlane('control_planes', row.key, row.record)));
   }
 
   listMachines(cluster: string): Promise<MachineRecord[]> {
-    return settle(() => this.statements.listMachines.all(cluster).map(decodeMachine));
+    return settle(() => this.statements.listMachines.all(cluster).map((row) => decodeMachine('machines', row.key, row.record)));
   }
 
   getMachine(cluster: string, name: string): Promise<MachineRecord | undefined> {
@@ -254,7 +184,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   listEvents(cluster: string, afterSeq = 0): Promise<EventRecord[]> {
-    return settle(() => this.statements.listEvents.all(cluster, afterSeq).map((row) => ({ ...decodeEvent(row), seq: row.id })));
+    return settle(() => this.statements.listEvents.all(cluster, afterSeq).map((row) => ({ ...decodeEvent('events', row.key, row.record), seq: row.id })));
   }
 
   applySpec(manifest: ControlPlane, now: number): Promise<AppliedSpec> {
@@ -395,7 +325,7 @@ export class SqliteStateStore implements StateStore {
 
   private readControlPlane(name: string): ControlPlaneRecord | undefined {
     const row = this.statements.getControlPlane.get(name);
-    return row && decodeControlPlane(row);
+    return row && decodeControlPlane('control_planes', row.key, row.record);
   }
 
   private writeControlPlane(record: ControlPlaneRecord): void {
@@ -404,7 +334,7 @@ export class SqliteStateStore implements StateStore {
 
   private readMachine(cluster: string, name: string): MachineRecord | undefined {
     const row = this.statements.getMachine.get(cluster, name);
-    return row && decodeMachine(row);
+    return row && decodeMachine('machines', row.key, row.record);
   }
 
   private writeMachine(record: MachineRecord): void {
@@ -413,7 +343,7 @@ export class SqliteStateStore implements StateStore {
 
   private readLease(cluster: string): LeaseRecord | undefined {
     const row = this.statements.getLease.get(cluster);
-    return row && (decode('leases', row.key, row.record, LEASE_FIELDS) as LeaseRecord);
+    return row && decodeLease('leases', row.key, row.record);
   }
 
   private writeLease(lease: LeaseRecord): void {
@@ -428,20 +358,6 @@ function settle<T>(fn: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
-}
-
-function decodeControlPlane(row: RecordRow): ControlPlaneRecord {
-  const record = decode('control_planes', row.key, row.record, CONTROL_PLANE_FIELDS) as Omit<ControlPlaneRecord, 'generation'> & { generation?: number };
-  // Records written before generations existed are generation 1.
-  return { ...record, generation: record.generation ?? 1 };
-}
-
-function decodeMachine(row: RecordRow): MachineRecord {
-  return decode('machines', row.key, row.record, MACHINE_FIELDS) as MachineRecord;
-}
-
-function decodeEvent(row: RecordRow): EventRecord {
-  return decode('events', row.key, row.record, EVENT_FIELDS) as EventRecord;
 }
 
 /** The store kept in a fastplane state directory. */
