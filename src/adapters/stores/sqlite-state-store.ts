@@ -11,11 +11,17 @@ import {
   type AppliedSpec,
   type LeaseHolder,
   type LeaseRecord,
+  type ResourceClaim,
+  type SpecWatch,
   type StateStore,
   type StoreWrite,
   type WriterLease,
 } from '../../ports/state-store.ts';
 import { isProcessAlive } from '../providers/local/process-status.ts';
+import { CorruptStateError, decodeControlPlane, decodeEvent, decodeLease, decodeMachine } from './record-codec.ts';
+import { watchSqliteSpecs } from './sqlite-spec-watch.ts';
+
+export { CorruptStateError };
 
 /**
  * Schema migrations, applied in order; the database's `PRAGMA user_version` counts how many ran.
@@ -59,82 +65,18 @@ const MIGRATIONS: readonly string[] = [
     record TEXT NOT NULL
   );
   `,
+  // Resource claims (address slots and the like), shared by every process using this file.
+  `
+  CREATE TABLE claims (
+    pool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    PRIMARY KEY (pool, key)
+  );
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
-
-/** A stored row that does not hold the record it should; names the table and key so it can be found. */
-export class CorruptStateError extends Error {
-  override readonly name = 'CorruptStateError';
-  constructor(
-    readonly table: string,
-    readonly key: string,
-    detail: string,
-  ) {
-    super(`state store: row ${key} of table ${table} is corrupt: ${detail}`);
-  }
-}
-
-type FieldKind = 'string' | 'number' | 'object';
-
-// The required fields checked on read: enough to catch a truncated or foreign row, not a full schema.
-const CONTROL_PLANE_FIELDS = {
-  name: 'string',
-  manifest: 'object',
-  createdAt: 'number',
-  clusterToken: 'string',
-  nextOrdinal: 'number',
-} as const satisfies Partial<Record<keyof ControlPlaneRecord, FieldKind>>;
-
-const MACHINE_FIELDS = {
-  cluster: 'string',
-  name: 'string',
-  ordinal: 'number',
-  version: 'string',
-  templateHash: 'string',
-  createdAt: 'number',
-  phase: 'string',
-  phaseTimes: 'object',
-} as const satisfies Partial<Record<keyof MachineRecord, FieldKind>>;
-
-const LEASE_FIELDS = {
-  cluster: 'string',
-  token: 'string',
-  holder: 'string',
-  host: 'string',
-  pid: 'number',
-  ttlMs: 'number',
-  acquiredAt: 'number',
-  renewedAt: 'number',
-} as const satisfies Partial<Record<keyof LeaseRecord, FieldKind>>;
-
-const EVENT_FIELDS = {
-  cluster: 'string',
-  at: 'number',
-  type: 'string',
-  reason: 'string',
-  message: 'string',
-} as const satisfies Partial<Record<keyof EventRecord, FieldKind>>;
-
-/** Parses a row's JSON and checks its required fields; the caller names the record type it holds. */
-function decode(table: string, key: string, text: string, fields: Readonly<Record<string, FieldKind>>): object {
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new CorruptStateError(table, key, `not JSON (${error instanceof Error ? error.message : String(error)})`);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new CorruptStateError(table, key, 'not a JSON object');
-  }
-  const record = value as Record<string, unknown>;
-  for (const [field, kind] of Object.entries(fields)) {
-    const present = record[field];
-    const ok = kind === 'object' ? typeof present === 'object' && present !== null : typeof present === kind;
-    if (!ok) throw new CorruptStateError(table, key, `field ${field} is missing or not a ${kind}`);
-  }
-  return record;
-}
 
 interface RecordRow {
   key: string;
@@ -172,6 +114,10 @@ function prepareStatements(db: Database.Database) {
       `INSERT INTO leases (cluster, record) VALUES (?, ?) ON CONFLICT (cluster) DO UPDATE SET record = excluded.record`,
     ),
     deleteLease: db.prepare<[string]>('DELETE FROM leases WHERE cluster = ?'),
+    insertClaim: db.prepare<[string, string, string]>('INSERT INTO claims (pool, key, owner) VALUES (?, ?, ?) ON CONFLICT (pool, key) DO NOTHING'),
+    getClaim: db.prepare<[string, string], { owner: string }>('SELECT owner FROM claims WHERE pool = ? AND key = ?'),
+    deleteClaim: db.prepare<[string, string, string]>('DELETE FROM claims WHERE pool = ? AND key = ? AND owner = ?'),
+    listClaims: db.prepare<[string], ResourceClaim>('SELECT pool, key, owner FROM claims WHERE pool = ? ORDER BY key'),
   };
 }
 
@@ -181,7 +127,7 @@ export class SqliteStateStore implements StateStore {
   private readonly statements: ReturnType<typeof prepareStatements>;
   private readonly host = hostname();
 
-  constructor(path: string) {
+  constructor(private readonly path: string) {
     mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     try {
@@ -226,11 +172,11 @@ export class SqliteStateStore implements StateStore {
   }
 
   listControlPlanes(): Promise<ControlPlaneRecord[]> {
-    return settle(() => this.statements.listControlPlanes.all().map(decodeControlPlane));
+    return settle(() => this.statements.listControlPlanes.all().map((row) => decodeControlPlane('control_planes', row.key, row.record)));
   }
 
   listMachines(cluster: string): Promise<MachineRecord[]> {
-    return settle(() => this.statements.listMachines.all(cluster).map(decodeMachine));
+    return settle(() => this.statements.listMachines.all(cluster).map((row) => decodeMachine('machines', row.key, row.record)));
   }
 
   getMachine(cluster: string, name: string): Promise<MachineRecord | undefined> {
@@ -238,7 +184,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   listEvents(cluster: string, afterSeq = 0): Promise<EventRecord[]> {
-    return settle(() => this.statements.listEvents.all(cluster, afterSeq).map((row) => ({ ...decodeEvent(row), seq: row.id })));
+    return settle(() => this.statements.listEvents.all(cluster, afterSeq).map((row) => ({ ...decodeEvent('events', row.key, row.record), seq: row.id })));
   }
 
   applySpec(manifest: ControlPlane, now: number): Promise<AppliedSpec> {
@@ -344,6 +290,29 @@ export class SqliteStateStore implements StateStore {
     );
   }
 
+  watchSpecs(onChange: (cluster: string) => void): SpecWatch {
+    return watchSqliteSpecs(this.path, onChange);
+  }
+
+  claim(pool: string, key: string, owner: string): Promise<boolean> {
+    return settle(() =>
+      this.immediate(() => {
+        this.statements.insertClaim.run(pool, key, owner);
+        return this.statements.getClaim.get(pool, key)?.owner === owner;
+      }),
+    );
+  }
+
+  releaseClaim(pool: string, key: string, owner: string): Promise<void> {
+    return settle(() => {
+      this.statements.deleteClaim.run(pool, key, owner);
+    });
+  }
+
+  listClaims(pool: string): Promise<ResourceClaim[]> {
+    return settle(() => this.statements.listClaims.all(pool));
+  }
+
   close(): Promise<void> {
     return settle(() => {
       this.db.close();
@@ -356,7 +325,7 @@ export class SqliteStateStore implements StateStore {
 
   private readControlPlane(name: string): ControlPlaneRecord | undefined {
     const row = this.statements.getControlPlane.get(name);
-    return row && decodeControlPlane(row);
+    return row && decodeControlPlane('control_planes', row.key, row.record);
   }
 
   private writeControlPlane(record: ControlPlaneRecord): void {
@@ -365,7 +334,7 @@ export class SqliteStateStore implements StateStore {
 
   private readMachine(cluster: string, name: string): MachineRecord | undefined {
     const row = this.statements.getMachine.get(cluster, name);
-    return row && decodeMachine(row);
+    return row && decodeMachine('machines', row.key, row.record);
   }
 
   private writeMachine(record: MachineRecord): void {
@@ -374,7 +343,7 @@ export class SqliteStateStore implements StateStore {
 
   private readLease(cluster: string): LeaseRecord | undefined {
     const row = this.statements.getLease.get(cluster);
-    return row && (decode('leases', row.key, row.record, LEASE_FIELDS) as LeaseRecord);
+    return row && decodeLease('leases', row.key, row.record);
   }
 
   private writeLease(lease: LeaseRecord): void {
@@ -389,20 +358,6 @@ function settle<T>(fn: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(error instanceof Error ? error : new Error(String(error)));
   }
-}
-
-function decodeControlPlane(row: RecordRow): ControlPlaneRecord {
-  const record = decode('control_planes', row.key, row.record, CONTROL_PLANE_FIELDS) as Omit<ControlPlaneRecord, 'generation'> & { generation?: number };
-  // Records written before generations existed are generation 1.
-  return { ...record, generation: record.generation ?? 1 };
-}
-
-function decodeMachine(row: RecordRow): MachineRecord {
-  return decode('machines', row.key, row.record, MACHINE_FIELDS) as MachineRecord;
-}
-
-function decodeEvent(row: RecordRow): EventRecord {
-  return decode('events', row.key, row.record, EVENT_FIELDS) as EventRecord;
 }
 
 /** The store kept in a fastplane state directory. */
