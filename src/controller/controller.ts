@@ -1,6 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord, MachinePhase } from '../domain/machine.ts';
-import { FencedOutError, type StateStore } from '../ports/state-store.ts';
+import { FencedOutError, type SpecWatch, type StateStore } from '../ports/state-store.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import type { LastMembershipAttempt, Wait } from '../planner/types.ts';
 import { REQUEUE } from '../planner/plan.ts';
@@ -9,7 +9,6 @@ import type { Logger } from '../ports/logger.ts';
 import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
 import { logWaitChanges, reconcileOnce, type ReconcileDeps } from '../reconciler/run.ts';
 import type { ChangeResult, ControllerMetrics } from './controller-metrics.ts';
-import { watchSpecsOf, type SpecSource, type SpecWatch } from './spec-watch.ts';
 import { repeatOn, type Timers } from './timers.ts';
 import { WorkQueue, type HandleResult } from './work-queue.ts';
 
@@ -21,7 +20,7 @@ const MEMBERSHIP_ACTIONS: ReadonlySet<string> = new Set(['InitCluster', 'AddLear
 const RESULT_OF: Record<NonNullable<EventRecord['outcome']>, ChangeResult> = { Succeeded: 'ok', Refused: 'refused', Failed: 'failed' };
 
 export interface ControllerOptions {
-  store: StateStore & Partial<SpecSource>;
+  store: StateStore;
   /** This replica's name in leases, logs and metrics. */
   id: string;
   clock: Clock;
@@ -87,7 +86,7 @@ export class Controller {
   }
 
   start(): void {
-    this.watch = watchSpecsOf(this.options.store, this.options.timers, (cluster) => {
+    this.watch = this.options.store.watchSpecs((cluster) => {
       this.queue.add(cluster);
     });
   }
