@@ -27,8 +27,8 @@ export interface GlobalOptions {
 }
 
 /** --lease-ttl: how long a cluster's lease outlives its holder's last renewal (renewed every 2 s at most). */
-function parseLeaseTtl(text: string | undefined): number {
-  if (text === undefined) return DEFAULT_LEASE_TTL_MS;
+function parseLeaseTtl(text: string | undefined, defaultMs = DEFAULT_LEASE_TTL_MS): number {
+  if (text === undefined) return defaultMs;
   const ms = parseDuration(text);
   if (ms === undefined || ms < 1_000) throw new InvalidInputError([`--lease-ttl: must be a duration of 1s or more, such as 10s, got ${text}`]);
   return ms;
@@ -37,6 +37,14 @@ function parseLeaseTtl(text: string | undefined): number {
 /** --state-dir, else $FASTPLANE_HOME, else ~/.fastplane. */
 export function resolveStateDir(options: GlobalOptions): string {
   return resolve(options.stateDir ?? process.env.FASTPLANE_HOME ?? join(homedir(), '.fastplane'));
+}
+
+/** What differs for a long-running command (`fastplane controller`). */
+export interface ContextOptions {
+  /** --lease-ttl when not given (the CLI's commands: 10 s). */
+  defaultLeaseTtlMs?: number;
+  /** Log JSON lines on stdout too. */
+  logToStdout?: boolean;
 }
 
 /** Everything a command needs, opened once and closed once. */
@@ -48,11 +56,11 @@ export class CliContext {
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
 
-  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string) {
+  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, options: ContextOptions = {}) {
     // Before anything is opened: a refused test hook, log format or TTL is an input error with nothing created.
     this.hooks = testHooksFromEnv();
-    this.leaseTtlMs = parseLeaseTtl(leaseTtl);
-    const logOptions = parseLogOptions(logLevel, logFormat);
+    this.leaseTtlMs = parseLeaseTtl(leaseTtl, options.defaultLeaseTtlMs);
+    const logOptions = { ...parseLogOptions(logLevel, logFormat), ...(options.logToStdout === true ? { stdout: true } : {}) };
     mkdirSync(stateDir, { recursive: true });
     this.store = new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);

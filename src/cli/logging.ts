@@ -13,6 +13,8 @@ export interface LogOptions {
   level: LevelWithSilent;
   /** Also to stderr in this format; without one, stderr carries progress and errors only. */
   format?: LogFormat;
+  /** Also JSON lines on stdout: `fastplane controller`, whose output is its log. */
+  stdout?: boolean;
 }
 
 const LEVELS: readonly LevelWithSilent[] = ['silent', 'fatal', 'error', 'warn', 'info', 'debug', 'trace'];
@@ -56,10 +58,11 @@ export function prettyLine(json: string): string {
  * The CLI's logger: always the log file in the state dir (rotated by size), and stderr too when a
  * format is asked for (stderr otherwise carries progress and errors only, as the CLI contract says).
  */
-export function openLogger(file: string, { level, format }: LogOptions): Logger {
+export function openLogger(file: string, { level, format, stdout }: LogOptions): Logger {
   rotateLogFile(file);
   // The logger's level filters; every stream takes all it is given (a stream's own default is info).
   const streams: StreamEntry[] = [{ level: 'trace', stream: pino.destination({ dest: file, sync: true, mkdir: true }) }];
+  if (stdout === true) streams.push({ level: 'trace', stream: pino.destination({ dest: 1, sync: true }) });
   if (format === 'json') streams.push({ level: 'trace', stream: pino.destination({ dest: 2, sync: true }) });
   if (format === 'pretty') {
     const pretty: DestinationStream = { write: (line) => process.stderr.write(prettyLine(line)) };

@@ -4,7 +4,8 @@ import { InvalidInputError } from '../api/errors.ts';
 import type { RestoreFlags } from './backup-commands.ts';
 import type { benchCommand } from './bench.ts';
 import type { rolloutCommand, scaleCommand, upCommand } from './commands.ts';
-import type { CliContext, GlobalOptions } from './context.ts';
+import type { CliContext, ContextOptions, GlobalOptions } from './context.ts';
+import type { ControllerFlags } from './controller-command.ts';
 import { EXIT } from './exit-codes.ts';
 import type { MaintainFlags } from './maintain-command.ts';
 import type { RecoverFlags } from './recover-command.ts';
@@ -22,13 +23,13 @@ const timeout = (): Option => new Option('--timeout <duration>', 'give up after 
 const commands = (): Promise<typeof import('./commands.ts')> => import('./commands.ts');
 
 /** Runs a command with an opened context; maps failures to the exit codes of the CLI contract. */
-async function withContext(program: Command, run: (ctx: CliContext) => Promise<number>): Promise<void> {
+async function withContext(program: Command, run: (ctx: CliContext) => Promise<number>, options?: ContextOptions): Promise<void> {
   const globals = program.opts<GlobalOptions>();
   let ctx: CliContext | undefined;
   let code: number;
   try {
     const { CliContext, resolveStateDir } = await import('./context.ts');
-    ctx = new CliContext(resolveStateDir(globals), globals.logLevel, globals.logFormat, globals.leaseTtl);
+    ctx = new CliContext(resolveStateDir(globals), globals.logLevel, globals.logFormat, globals.leaseTtl, options);
     code = await run(ctx);
   } catch (error) {
     if (error instanceof InvalidInputError) {
@@ -49,7 +50,7 @@ export function buildProgram(): Command {
   const program = new Command('fastplane')
     .description('Brings up, scales, upgrades and repairs etcd control planes: machines in parallel, membership changes one at a time.')
     .option('--state-dir <dir>', 'where records, logs and machines live (default $FASTPLANE_HOME or ~/.fastplane)')
-    .option('--lease-ttl <duration>', "how long a cluster's lease outlives its holder's last renewal; another process then takes over", '10s')
+    .option('--lease-ttl <duration>', "how long a cluster's lease outlives its holder's last renewal; another process then takes over (default 10s; fastplane controller: 3s)")
     .option('--log-level <level>', 'log level: trace, debug, info, warn, error, fatal or silent', 'info')
     .option('--log-format <format>', 'also log to stderr, as json (one object per line) or pretty (one line per record); the state dir\'s fastplane.log always gets json')
     .exitOverride()
@@ -186,6 +187,16 @@ export function buildProgram(): Command {
     .option('-f, --file <file>', 'KubeadmControlPlane (v1beta1 or v1beta2) or ControlPlane manifest')
     .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
     .action(async (flags: { file?: string; output: string }) => withContext(program, async () => (await import('./convert.ts')).convertCommand(flags)));
+
+  program
+    .command('controller')
+    .description('reconcile every control plane in the store continuously: a work queue, leader election per cluster, Prometheus metrics')
+    .option('--metrics-address <host:port>', 'where /metrics, /healthz and /readyz listen', '127.0.0.1:9464')
+    .option('--id <name>', "this replica's name in leases, logs and metrics (default host name and PID)")
+    .option('--max-concurrent-reconciles <n>', 'control planes reconciled at the same time, at most', '10')
+    .action(async (flags: ControllerFlags) =>
+      withContext(program, async (ctx) => (await import('./controller-command.ts')).controllerCommand(ctx, flags), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
+    );
 
   return program;
 }

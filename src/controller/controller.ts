@@ -225,7 +225,10 @@ export class Controller {
       await this.abdicate(cluster, 'lease lost');
       return { requeueAfterMs: this.retryLeadMs };
     }
-    return { requeueAfterMs: result.decision.requeueAfterMs, failed: outcomes.failed };
+    // After a refusal or failure, not at once again (the planner asks for a pass now when it acted):
+    // at least the retry pause, and failures back off exponentially in the queue.
+    const requeueAfterMs = result.failed ? Math.max(result.decision.requeueAfterMs, REQUEUE.retry) : result.decision.requeueAfterMs;
+    return { requeueAfterMs, failed: outcomes.failed };
   }
 
   private report(cluster: string, st: ClusterState, result: Awaited<ReturnType<typeof reconcileOnce>>): void {

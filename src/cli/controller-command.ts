@@ -1,0 +1,95 @@
+import { hostname } from 'node:os';
+import { InvalidInputError } from '../api/errors.ts';
+import { Controller } from '../controller/controller.ts';
+import { serveEndpoints } from '../controller/http-endpoints.ts';
+import { PrometheusMetrics } from '../controller/prometheus-metrics.ts';
+import { systemTimers } from '../controller/timers.ts';
+import { systemClock } from '../ports/clock.ts';
+import { leaseCallBoundMs } from '../reconciler/lease-keeper.ts';
+import type { CliContext } from './context.ts';
+import { EXIT } from './exit-codes.ts';
+
+export interface ControllerFlags {
+  metricsAddress: string;
+  id?: string;
+  maxConcurrentReconciles: string;
+}
+
+/** Passes in flight get this long to end after SIGTERM, so that with the leases' release the process exits within 10 s. */
+const SHUTDOWN_BOUND_MS = 7_000;
+
+export function parseMetricsAddress(text: string): { host: string; port: number } {
+  const match = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(text);
+  const port = match ? Number(match[2]) : Number.NaN;
+  if (!match?.[1] || !(port >= 0 && port <= 65_535)) throw new InvalidInputError([`--metrics-address: must be HOST:PORT, such as 127.0.0.1:9464, got ${text}`]);
+  return { host: match[1].replace(/^\[|\]$/g, ''), port };
+}
+
+export function parseMaxConcurrent(text: string): number {
+  const n = /^\d+$/.test(text) ? Number(text) : Number.NaN;
+  if (!(n >= 1 && n <= 10_000)) throw new InvalidInputError([`--max-concurrent-reconciles: must be a whole number from 1 to 10000, got ${text}`]);
+  return n;
+}
+
+export function parseId(text: string | undefined): string {
+  if (text === undefined) return `${hostname()}:${String(process.pid)}`;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}$/.test(text)) throw new InvalidInputError([`--id: must be letters, digits and . _ : @ - (at most 253), got ${JSON.stringify(text)}`]);
+  return text;
+}
+
+/** Resolves on the first SIGTERM or SIGINT, with its name. */
+function nextStopSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (signal: NodeJS.Signals): void => {
+      process.off('SIGTERM', on);
+      process.off('SIGINT', on);
+      resolve(signal);
+    };
+    process.on('SIGTERM', on);
+    process.on('SIGINT', on);
+  });
+}
+
+/**
+ * `fastplane controller`: reconciles every control plane of the store until SIGTERM or SIGINT, then
+ * stops taking work, lets passes in flight end, releases every lease and exits 0.
+ */
+export async function controllerCommand(ctx: CliContext, flags: ControllerFlags): Promise<number> {
+  const { host, port } = parseMetricsAddress(flags.metricsAddress);
+  const maxConcurrentReconciles = parseMaxConcurrent(flags.maxConcurrentReconciles);
+  const id = parseId(flags.id);
+  const stop = nextStopSignal();
+  const metrics = new PrometheusMetrics();
+  const controller = new Controller({
+    store: ctx.store,
+    id,
+    clock: systemClock,
+    timers: systemTimers,
+    maxConcurrentReconciles,
+    leaseTtlMs: ctx.leaseTtlMs,
+    // ctx's etcd clients time out at this bound, so the renew deadline covers whole calls.
+    callBoundMs: leaseCallBoundMs(ctx.leaseTtlMs),
+    log: ctx.log,
+    metrics,
+    depsFor: async (manifest, writer, notify) => (await ctx.depsFor(manifest, notify))(writer),
+  });
+  let server;
+  try {
+    server = await serveEndpoints(host, port, { registry: metrics.registry, readiness: () => controller.readiness() });
+  } catch (error) {
+    throw new InvalidInputError([`--metrics-address: cannot listen on ${flags.metricsAddress}: ${error instanceof Error ? error.message : String(error)}`]);
+  }
+  controller.start();
+  ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs }, `controller ${id} started; metrics on http://${flags.metricsAddress}/metrics`);
+  const signal = await stop;
+  ctx.log.info({ id, signal }, `controller ${id} stopping (${signal}): no new work, passes in flight end, leases released`);
+  await controller.stop(SHUTDOWN_BOUND_MS);
+  await new Promise<void>((resolve) => {
+    server.close(() => {
+      resolve();
+    });
+    server.closeAllConnections();
+  });
+  ctx.log.info({ id }, `controller ${id} stopped`);
+  return EXIT.converged;
+}
