@@ -84,7 +84,11 @@ before(async () => {
   const dir = join(env.stateDir, 'prometheus');
   mkdirSync(dir, { recursive: true });
   const config = join(dir, 'prometheus.yml');
-  writeFileSync(config, `global: { scrape_interval: 1s, evaluation_interval: 1s }\nscrape_configs:\n  - job_name: fastplane\n    static_configs: [{ targets: ['${METRICS}'] }]\n`);
+  // The alert rules docs/operations.md gives, loaded as they are: Prometheus must accept and evaluate them.
+  const rules = /```yaml\n(groups:[\s\S]*?)```/.exec(readFileSync(join(import.meta.dirname, '..', '..', 'docs', 'operations.md'), 'utf8'))?.[1];
+  assert.ok(rules, 'docs/operations.md has alert rules');
+  writeFileSync(join(dir, 'rules.yml'), rules);
+  writeFileSync(config, `global: { scrape_interval: 1s, evaluation_interval: 1s }\nrule_files: ['rules.yml']\nscrape_configs:\n  - job_name: fastplane\n    static_configs: [{ targets: ['${METRICS}'] }]\n`);
   prometheus = spawn('prometheus', [`--config.file=${config}`, `--storage.tsdb.path=${join(dir, 'data')}`, `--web.listen-address=${PROMETHEUS}`], { stdio: 'ignore' });
   await waitFor('the controller /healthz', async () => ((await get(`http://${METRICS}/healthz`))?.status === 200 ? true : undefined), 30_000);
   await waitFor('Prometheus ready', async () => ((await get(`http://${PROMETHEUS}/-/ready`))?.status === 200 ? true : undefined), 30_000);
@@ -128,6 +132,11 @@ describe('fastplane controller on real etcd', () => {
     assert.equal(promotions, 4);
     assert.equal(await promQuery('fastplane_cluster_leader{cluster="prom"}'), 1);
     assert.equal(await promQuery('fastplane_control_plane_ready{cluster="prom"}'), 1);
+    const rules = await get(`http://${PROMETHEUS}/api/v1/rules`);
+    const groups = (JSON.parse(rules?.body ?? '{}') as { data?: { groups: { rules: { name: string; health: string; lastError?: string }[] }[] } }).data?.groups ?? [];
+    const loaded = groups.flatMap((group) => group.rules);
+    assert.equal(loaded.length, 5, 'every alert rule of docs/operations.md loaded');
+    for (const rule of loaded) assert.notEqual(rule.health, 'err', `${rule.name}: ${rule.lastError ?? ''}`);
   });
 
   test('up waits for the controller; a killed member is repaired by the controller alone; scale is seen within 1 s', async () => {
