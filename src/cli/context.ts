@@ -75,6 +75,7 @@ export class CliContext {
       findBinary: findEtcdBinary,
       insecure,
       honourFailureMarker: this.hooks.provisioningFailureMarker,
+      claims: this.store,
     });
   }
 
