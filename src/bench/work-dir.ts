@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import type { ControlPlane } from '../api/control-plane.ts';
 
 /**
- * The bench dir gets its own state store and provider files; the provider picks a cluster's address
- * slot from its own slots.json, so the slots the user's clusters hold are copied in first: bench
- * machines then never take an address a user's member listens on.
+ * The bench dir gets its own state store and provider files. Its machines still never take an address
+ * a user's member listens on: the provider skips any address block in use on this host
+ * (local-address-slots.ts). The slots.json of state dirs from before slots were store claims is
+ * copied too, so such a user's clusters keep their blocks.
  */
 export function prepareWorkDir(stateDir: string): string {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
