@@ -1,18 +1,16 @@
-import { copyFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControlPlane } from '../api/control-plane.ts';
 
 /**
- * The bench dir gets its own state store and provider files; the provider picks a cluster's address
- * slot from its own slots.json, so the slots the user's clusters hold are copied in first: bench
- * machines then never take an address a user's member listens on.
+ * The bench dir gets its own state store and provider files. Its machines still never take an address
+ * a user's member listens on: the provider skips any address block in use on this host
+ * (local-address-slots.ts).
  */
 export function prepareWorkDir(stateDir: string): string {
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const dir = join(stateDir, 'bench', `run-${stamp}-${String(process.pid)}`);
   mkdirSync(join(dir, 'provider'), { recursive: true });
-  const slots = join(stateDir, 'provider', 'slots.json');
-  if (existsSync(slots)) copyFileSync(slots, join(dir, 'provider', 'slots.json'));
   return dir;
 }
 

@@ -32,7 +32,7 @@ async function renew(ctx: CliContext, name: string): Promise<number> {
   const provider = ctx.provider(manifest);
   const renewed = await underLeaseWithClients(ctx, manifest, 'certificate renewal', async ({ admin }, writer) => {
     const cp = await ctx.store.getControlPlane(name);
-    if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+    if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
     return renewCertificates({
       cluster: name,
       admin,

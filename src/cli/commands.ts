@@ -183,7 +183,7 @@ export async function upCommand(ctx: CliContext, flags: SpecFlags & RunFlags): P
 
 export async function storedManifest(ctx: CliContext, name: string): Promise<ControlPlane> {
   const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}; create it with fastplane up`]);
+  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}; create it with fastplane up`]);
   return cp.manifest;
 }
 

@@ -10,6 +10,7 @@ import { findEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
 import { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
 import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
+import type { StateStore } from '../ports/state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
@@ -17,9 +18,10 @@ import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../reconciler/lease-keep
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { openLogger, parseLogOptions } from './logging.ts';
+import type { StoreFlags } from './store-selection.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
 
-export interface GlobalOptions {
+export interface GlobalOptions extends StoreFlags {
   stateDir?: string;
   logLevel?: string;
   logFormat?: string;
@@ -49,20 +51,24 @@ export interface ContextOptions {
 
 /** Everything a command needs, opened once and closed once. */
 export class CliContext {
-  readonly store: SqliteStateStore;
+  readonly store: StateStore;
+  /** Where the records are, for messages: the state dir, or the etcd endpoints and prefix. */
+  readonly storeLocation: string;
   readonly log: Logger;
   readonly hooks: TestHooks;
   readonly leaseTtlMs: number;
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
 
-  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, options: ContextOptions = {}) {
+  /** `opened`: the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
+  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, opened?: { store: StateStore; location: string }, options: ContextOptions = {}) {
     // Before anything is opened: a refused test hook, log format or TTL is an input error with nothing created.
     this.hooks = testHooksFromEnv();
     this.leaseTtlMs = parseLeaseTtl(leaseTtl, options.defaultLeaseTtlMs);
     const logOptions = { ...parseLogOptions(logLevel, logFormat), ...(options.logToStdout === true ? { stdout: true } : {}) };
     mkdirSync(stateDir, { recursive: true });
-    this.store = new SqliteStateStore(join(stateDir, 'fastplane.db'));
+    this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
+    this.storeLocation = opened?.location ?? stateDir;
     this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);
   }
 
@@ -77,6 +83,7 @@ export class CliContext {
       findBinary: findEtcdBinary,
       insecure,
       honourFailureMarker: this.hooks.provisioningFailureMarker,
+      claims: this.store,
     });
   }
 

@@ -43,7 +43,7 @@ const WATCH_POLL_MS = 300;
 /** `fastplane events NAME`: what was done, when, and how it ended; --watch follows new ones. */
 export async function eventsCommand(ctx: CliContext, name: string, flags: { watch?: boolean; output: string }): Promise<number> {
   if (flags.output !== 'table' && flags.output !== 'json') throw new InvalidInputError([`-o: must be table or json, got ${flags.output}`]);
-  if (!(await ctx.store.getControlPlane(name))) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+  if (!(await ctx.store.getControlPlane(name))) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
   const json = flags.output === 'json';
   const events = await ctx.store.listEvents(name);
   if (flags.watch !== true) {

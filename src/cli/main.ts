@@ -29,12 +29,25 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
   let code: number;
   try {
     const { CliContext, resolveStateDir } = await import('./context.ts');
-    ctx = new CliContext(resolveStateDir(globals), globals.logLevel, globals.logFormat, globals.leaseTtl, options);
+    const { chooseStore, openChosenStore } = await import('./store-selection.ts');
+    const stateDir = resolveStateDir(globals);
+    const opened = await openChosenStore(chooseStore(globals, stateDir));
+    try {
+      ctx = new CliContext(stateDir, globals.logLevel, globals.logFormat, globals.leaseTtl, opened, options);
+    } catch (error) {
+      await opened.store.close();
+      throw error;
+    }
     code = await run(ctx);
   } catch (error) {
     if (error instanceof InvalidInputError) {
       process.stderr.write(`error: ${error.problems.join('\nerror: ')}\n`);
       code = EXIT.invalid;
+    } else if (error instanceof Error && error.name === 'EtcdStoreUnreachableError') {
+      // Not fastplane's fault, and nothing to debug in a stack: say where the store is not answering.
+      process.stderr.write(`error: ${error.message}\n`);
+      ctx?.log.error({ err: error }, 'state store unreachable');
+      code = EXIT.internal;
     } else {
       process.stderr.write(`internal error: ${error instanceof Error ? error.message : String(error)}\n`);
       ctx?.log.error({ err: error }, 'internal error');
@@ -53,6 +66,11 @@ export function buildProgram(): Command {
     .option('--lease-ttl <duration>', "how long a cluster's lease outlives its holder's last renewal; another process then takes over (default 10s; fastplane controller: 3s)")
     .option('--log-level <level>', 'log level: trace, debug, info, warn, error, fatal or silent', 'info')
     .option('--log-format <format>', 'also log to stderr, as json (one object per line) or pretty (one line per record); the state dir\'s fastplane.log always gets json')
+    .option('--store <kind>', 'where records live: sqlite (a file in the state dir, the default) or etcd (shared by every host using it; $FASTPLANE_STORE)')
+    .option('--etcd-endpoints <urls>', 'with --store etcd: client URLs, comma-separated ($FASTPLANE_ETCD_ENDPOINTS); `fastplane endpoints NAME` prints them for a control plane')
+    .option('--etcd-cacert <file>', 'with --store etcd: CA certificate to verify etcd with ($FASTPLANE_ETCD_CACERT)')
+    .option('--etcd-cert <file>', 'with --store etcd: client certificate ($FASTPLANE_ETCD_CERT)')
+    .option('--etcd-key <file>', 'with --store etcd: client key ($FASTPLANE_ETCD_KEY)')
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
@@ -92,6 +110,12 @@ export function buildProgram(): Command {
     .option('--explain', 'print what the planner is waiting for and why')
     .addOption(output())
     .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, async (ctx) => (await import('./status-command.ts')).statusCommand(ctx, name, flags)));
+
+  program
+    .command('endpoints <name>')
+    .description("print a control plane's client URLs and fastplane's client certificate, as the flags that make it the record store (--store etcd ...)")
+    .addOption(new Option('-o, --output <format>', 'flags (to paste after fastplane), env (export lines) or json').default('flags'))
+    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./endpoints-command.ts')).endpointsCommand(ctx, name, flags)));
 
   program
     .command('down <name>')

@@ -9,7 +9,7 @@ import type { CliContext } from './context.ts';
 /** `fastplane report NAME`: writes src/report's HTML for a control plane (and the last bench comparison). */
 export async function reportCommand(ctx: CliContext, name: string, flags: { out?: string }): Promise<number> {
   const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
   let out: string;
   if (flags.out === undefined) {
     out = join(ctx.stateDir, 'reports', `${name}.html`);

@@ -14,7 +14,7 @@ import { explain, parseOutput, render } from './render.ts';
 /** The status as etcd and the records show it now. Reads only: safe beside a running reconcile. */
 export async function statusOf(ctx: CliContext, name: string): Promise<ControlPlaneStatusDocument> {
   const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
+  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
   const observed = await observe(await ctx.observeDeps(cp.manifest));
   const now = Date.now();
   const decision = plan(toPlannerSpec(cp.manifest), observed, now);

@@ -10,11 +10,12 @@ import { after, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
 import { Etcd3Admin, openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
 import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/providers/local/local-process-provider.ts';
+import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
 import type { InfraProvider, MachineInfra } from '../../src/ports/infra-provider.ts';
 
 // The provider's default, mutual TLS; test/integration/tls.test.ts checks what TLS refuses.
 const VERSION = '3.4.23';
-const PREFIX = '127.91';
+const PREFIX = process.env.FASTPLANE_ADDRESS_PREFIX ?? '127.91';
 const stateDirs: string[] = [];
 const admins: Etcd3Admin[] = [];
 
@@ -88,7 +89,7 @@ test('a machine is Provisioning until its provisioning delay has passed, then Pr
   const started = Date.now();
   const created = await provider.create({ cluster: 'delay', name: 'm1', ordinal: 1 });
   assert.equal(created.state, 'Provisioning');
-  assert.match(created.address, /^127\.91\.\d+\.1$/);
+  assert.ok(created.address.startsWith(`${PREFIX}.`) && created.address.endsWith('.1'), created.address);
   assert.equal(created.clientURL, `https://${created.address}:2379`);
   assert.equal(created.peerURL, `https://${created.address}:2380`);
   assert.equal(created.memberRunning, false);
@@ -158,7 +159,8 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
 
 test('destroyCluster kills every member by PID and removes the cluster folder', async () => {
   const stateDir = newStateDir();
-  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX });
+  const claims = new MemoryStateStore();
+  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, claims });
   const infra = await provider.create({ cluster: 'gone', name: 'm3', ordinal: 3 });
   await waitProvisioned(provider, 'gone', 'm3');
   await provider.startMember('gone', 'm3', {
@@ -178,28 +180,57 @@ test('destroyCluster kills every member by PID and removes the cluster folder', 
   await assertAddressFree(infra.address, 2380);
   assert.equal(existsSync(join(stateDir, 'clusters', 'gone')), false);
   assert.equal(await provider.describe('gone', 'm3'), undefined);
-  assert.deepEqual(JSON.parse(readFileSync(join(stateDir, 'provider', 'slots.json'), 'utf8')), {});
+  assert.deepEqual(await claims.listClaims(`local-addresses/${PREFIX}`), [], 'its address slot is given back');
 });
 
-test('a taken address is an InvalidInputError naming the address and port', async () => {
-  // Its own host-wide claims, so this first cluster gets slot 1 whatever other tests hold.
-  const stateDir = newStateDir();
-  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, claimsDir: join(stateDir, 'claims') });
+test('a taken address in the cluster\'s own block is an InvalidInputError naming the address and port', async () => {
+  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: new MemoryStateStore() });
+  const first = await provider.create({ cluster: 'taken', name: 'm1', ordinal: 1 });
+  const ninth = first.address.replace(/\.1$/, '.9');
   const blocker = createServer();
-  blocker.listen({ host: '127.91.1.9', port: 2380 });
+  blocker.listen({ host: ninth, port: 2380 });
   await once(blocker, 'listening');
   try {
     await assert.rejects(provider.create({ cluster: 'taken', name: 'm9', ordinal: 9 }), (error: unknown) => {
       assert.ok(error instanceof InvalidInputError);
-      assert.match(error.message, /127\.91\.1\.9:2380/);
+      assert.ok(error.message.includes(`${ninth}:2380`), error.message);
       return true;
     });
     assert.equal(await provider.describe('taken', 'm9'), undefined, 'nothing is recorded for a refused machine');
-    await assert.rejects(assertAddressFree('127.91.1.9', 2380), InvalidInputError);
-    await assertAddressFree('127.91.1.9', 2379);
+    await assert.rejects(assertAddressFree(ninth, 2380), InvalidInputError);
+    await assertAddressFree(ninth, 2379);
   } finally {
     await new Promise((resolve) => blocker.close(resolve));
   }
+});
+
+test('slots are claimed in the store: processes sharing it never share a block, and a block in use on the host is skipped', async () => {
+  const shared = new MemoryStateStore();
+  const one = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: shared });
+  const two = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: shared });
+  const [a, b] = await Promise.all([one.create({ cluster: 'slot-a', name: 'a1', ordinal: 1 }), two.create({ cluster: 'slot-b', name: 'b1', ordinal: 1 })]);
+  assert.notEqual(a.address, b.address);
+  const owners = (await shared.listClaims(`local-addresses/${PREFIX}`)).map((c) => c.owner).sort();
+  assert.deepEqual(owners, ['slot-a', 'slot-b']);
+  // A store that knows nothing of those claims (another state dir) still skips a block in use on the
+  // host: the block a probe cluster got and gave back is free, until something listens in it.
+  const probe = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: new MemoryStateStore() });
+  const block = (await probe.create({ cluster: 'probe', name: 'p1', ordinal: 1 })).address.replace(/\.1$/, '');
+  assert.ok(![a.address, b.address].some((address) => address.startsWith(`${block}.`)), 'the probe got a block of its own');
+  await probe.destroyCluster('probe');
+  const blocker = createServer();
+  blocker.listen({ host: `${block}.7`, port: 2379 });
+  await once(blocker, 'listening');
+  try {
+    const other = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: new MemoryStateStore() });
+    const c = await other.create({ cluster: 'slot-c', name: 'c1', ordinal: 1 });
+    assert.notEqual(c.address, `${block}.1`, 'a block with a listener is skipped');
+    assert.ok(![a.address, b.address].includes(c.address));
+  } finally {
+    await new Promise((resolve) => blocker.close(resolve));
+  }
+  await one.destroyCluster('slot-a');
+  assert.deepEqual((await shared.listClaims(`local-addresses/${PREFIX}`)).map((c) => c.owner), ['slot-b'], 'down gives the slot back');
 });
 
 test('bad names and ordinals are InvalidInputError', async () => {

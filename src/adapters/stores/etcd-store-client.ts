@@ -1,7 +1,8 @@
+import { readFileSync } from 'node:fs';
+import { rootCertificates } from 'node:tls';
 import { Etcd3, type IOptions } from 'etcd3';
 import { noop } from 'cockatiel';
-import { classifyEtcdError, readTlsCredentials, type TlsCredentials } from '../etcd/etcd3-admin.ts';
-import type { TlsFiles } from '../../ports/etcd-admin.ts';
+import { classifyEtcdError, type TlsCredentials } from '../etcd/etcd3-admin.ts';
 
 /**
  * The etcd connection of the etcd-backed StateStore: one client per endpoint, tried in order, and the
@@ -19,11 +20,18 @@ export class EtcdStoreUnreachableError extends Error {
   override readonly name = 'EtcdStoreUnreachableError';
 }
 
+/** PEM files as etcdctl takes them (--cacert, --cert, --key); the CA defaults to the system's roots. */
+export interface EtcdTlsFiles {
+  caFile?: string;
+  certFile?: string;
+  keyFile?: string;
+}
+
 export interface EtcdStoreConnection {
   /** Client URLs, e.g. https://127.0.0.1:2379. */
   endpoints: readonly string[];
-  /** Client certificate, key and CA for mutual TLS; without them, plain http. */
-  tls?: TlsFiles;
+  /** TLS files; with a client certificate and key, mutual TLS. Without any, the endpoints' scheme decides. */
+  tls?: EtcdTlsFiles;
   /** Deadline of every unary call, in ms (default 5000). */
   callTimeoutMs?: number;
 }
@@ -36,6 +44,15 @@ export function etcdClientOptions(hosts: string[], credentials: TlsCredentials |
     grpcOptions: { 'grpc.initial_reconnect_backoff_ms': 100, 'grpc.max_reconnect_backoff_ms': 1000 },
     // Each unary call gets its own deadline; a stream (the spec watch) lives until it is cancelled.
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + callTimeoutMs }),
+  };
+}
+
+function credentialsOf(tls: EtcdTlsFiles | undefined): TlsCredentials | undefined {
+  if (tls === undefined || (tls.caFile ?? tls.certFile ?? tls.keyFile) === undefined) return undefined;
+  return {
+    rootCertificate: tls.caFile === undefined ? Buffer.from(rootCertificates.join('\n')) : readFileSync(tls.caFile),
+    ...(tls.certFile === undefined ? {} : { certChain: readFileSync(tls.certFile) }),
+    ...(tls.keyFile === undefined ? {} : { privateKey: readFileSync(tls.keyFile) }),
   };
 }
 
@@ -56,7 +73,7 @@ export class EtcdEndpoints {
   constructor(connection: EtcdStoreConnection) {
     if (connection.endpoints.length === 0) throw new Error('etcd store: no endpoints given');
     this.endpoints = [...connection.endpoints];
-    this.credentials = connection.tls && readTlsCredentials(connection.tls);
+    this.credentials = credentialsOf(connection.tls);
     this.callTimeoutMs = connection.callTimeoutMs ?? 5000;
     this.clients = this.endpoints.map((endpoint) => new Etcd3(etcdClientOptions([endpoint], this.credentials, this.callTimeoutMs)));
   }

@@ -2,7 +2,6 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { DurationRange } from '../../../api/duration.ts';
@@ -11,7 +10,7 @@ import { systemClock, type Clock } from '../../../ports/clock.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
-import { AddressSlots } from './local-address-slots.ts';
+import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
 import { clientTlsFiles, memberTlsFiles } from './pki-files.ts';
 import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
@@ -59,8 +58,11 @@ export interface LocalProcessProviderOptions {
   insecure?: boolean;
   /** Honour the test marker files: a machine's `provisioning-failed`, a cluster's `init-never-starts` (default false). */
   honourFailureMarker?: boolean;
-  /** Where address-slot claims shared by every state dir on this host live (default: the OS temp dir). */
-  claimsDir?: string;
+  /**
+   * Where address slots are claimed: the state store, shared by every process that uses it
+   * (local-address-slots.ts). Default: claims of this process only, for tests and tools.
+   */
+  claims?: AddressClaims;
 }
 
 interface MachineFile {
@@ -139,7 +141,7 @@ export class LocalProcessProvider implements InfraProvider {
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
     this.insecure = options.insecure ?? false;
     this.honourFailureMarker = options.honourFailureMarker ?? false;
-    this.slots = new AddressSlots(this.stateDir, this.addressPrefix, options.claimsDir ?? join(tmpdir(), 'fastplane-address-slots'));
+    this.slots = new AddressSlots(this.stateDir, this.addressPrefix, options.claims);
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {

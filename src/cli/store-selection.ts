@@ -1,0 +1,107 @@
+import { accessSync, constants, statSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { InvalidInputError } from '../api/errors.ts';
+import type { StateStore } from '../ports/state-store.ts';
+
+/**
+ * Where the records live: `--store sqlite` (the default, a file in the state dir, for one host) or
+ * `--store etcd` (an etcd cluster, shared by every host and process that points at it, such as a
+ * management control plane fastplane itself brought up). Flags win over the FASTPLANE_* variables.
+ */
+
+export interface StoreFlags {
+  store?: string;
+  etcdEndpoints?: string;
+  etcdCacert?: string;
+  etcdCert?: string;
+  etcdKey?: string;
+}
+
+export type StoreChoice =
+  | { kind: 'sqlite'; path: string }
+  | { kind: 'etcd'; endpoints: string[]; tls: { caFile?: string; certFile?: string; keyFile?: string } };
+
+/** A setting from its flag, else its environment variable, with the name to use in messages. */
+function setting(flag: string | undefined, flagName: string, env: NodeJS.ProcessEnv, envName: string): { value: string; name: string } | undefined {
+  if (flag !== undefined) return { value: flag, name: flagName };
+  const fromEnv = env[envName];
+  return fromEnv === undefined || fromEnv === '' ? undefined : { value: fromEnv, name: envName };
+}
+
+function checkFile(file: { value: string; name: string }, problems: string[]): string {
+  try {
+    if (!statSync(file.value).isFile()) problems.push(`${file.name}: not a file: ${file.value}`);
+    else accessSync(file.value, constants.R_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    problems.push(`${file.name}: ${code === 'ENOENT' ? 'no such file' : 'cannot read'}: ${file.value}`);
+  }
+  return file.value;
+}
+
+function checkEndpoints(list: { value: string; name: string }, problems: string[]): string[] {
+  const endpoints = list.value.split(',').map((item) => item.trim()).filter((item) => item !== '');
+  if (endpoints.length === 0) problems.push(`${list.name}: no URL given`);
+  for (const endpoint of endpoints) {
+    let url: URL | undefined;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      url = undefined;
+    }
+    if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.port === '') {
+      problems.push(`${list.name}: ${endpoint} is not a client URL such as https://10.0.0.1:2379 (scheme, host and port)`);
+    }
+  }
+  return endpoints;
+}
+
+/** Reads and checks the store settings; every problem is an input error naming its flag or variable. */
+export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.ProcessEnv = process.env): StoreChoice {
+  const kind = setting(flags.store, '--store', env, 'FASTPLANE_STORE');
+  const etcdFlags = (
+    [
+      [flags.etcdEndpoints, '--etcd-endpoints'],
+      [flags.etcdCacert, '--etcd-cacert'],
+      [flags.etcdCert, '--etcd-cert'],
+      [flags.etcdKey, '--etcd-key'],
+    ] as const
+  ).filter(([value]) => value !== undefined);
+  if (kind === undefined || kind.value === 'sqlite') {
+    // Variables may be set for other invocations; a flag given here would be silently unused.
+    if (etcdFlags.length > 0) {
+      throw new InvalidInputError(etcdFlags.map(([, name]) => `${name}: only with --store etcd (the store is ${kind?.value ?? 'sqlite'}${kind ? ` from ${kind.name}` : ', the default'})`));
+    }
+    return { kind: 'sqlite', path: join(stateDir, 'fastplane.db') };
+  }
+  if (kind.value !== 'etcd') throw new InvalidInputError([`${kind.name}: must be sqlite or etcd, got ${kind.value}`]);
+
+  const problems: string[] = [];
+  const list = setting(flags.etcdEndpoints, '--etcd-endpoints', env, 'FASTPLANE_ETCD_ENDPOINTS');
+  const endpoints = list === undefined ? [] : checkEndpoints(list, problems);
+  if (list === undefined) problems.push('--etcd-endpoints: required with --store etcd (or FASTPLANE_ETCD_ENDPOINTS), e.g. https://10.0.0.1:2379,https://10.0.0.2:2379');
+  const ca = setting(flags.etcdCacert, '--etcd-cacert', env, 'FASTPLANE_ETCD_CACERT');
+  const cert = setting(flags.etcdCert, '--etcd-cert', env, 'FASTPLANE_ETCD_CERT');
+  const key = setting(flags.etcdKey, '--etcd-key', env, 'FASTPLANE_ETCD_KEY');
+  if ((cert === undefined) !== (key === undefined)) {
+    problems.push(cert === undefined ? '--etcd-cert: required with --etcd-key (a client certificate and its key go together)' : '--etcd-key: required with --etcd-cert (a client certificate and its key go together)');
+  }
+  const tls = {
+    ...(ca === undefined ? {} : { caFile: checkFile(ca, problems) }),
+    ...(cert === undefined ? {} : { certFile: checkFile(cert, problems) }),
+    ...(key === undefined ? {} : { keyFile: checkFile(key, problems) }),
+  };
+  if (problems.length > 0) throw new InvalidInputError(problems);
+  return { kind: 'etcd', endpoints, tls };
+}
+
+/** Opens the chosen store; etcd's client (gRPC) is loaded only when it is the one chosen. */
+export async function openChosenStore(choice: StoreChoice): Promise<{ store: StateStore; location: string }> {
+  if (choice.kind === 'sqlite') {
+    const { SqliteStateStore } = await import('../adapters/stores/sqlite-state-store.ts');
+    return { store: new SqliteStateStore(choice.path), location: dirname(choice.path) };
+  }
+  const { EtcdStateStore } = await import('../adapters/stores/etcd-state-store.ts');
+  const store = new EtcdStateStore({ endpoints: choice.endpoints, tls: choice.tls });
+  return { store, location: store.describe() };
+}
