@@ -33,6 +33,11 @@ export interface ControllerOptions {
   depsFor: (manifest: ControlPlane, writer: FencedWriter, notify: (event: EventRecord) => void) => Promise<ReconcileDeps>;
   log?: Logger;
   metrics?: ControllerMetrics;
+  /**
+   * Simulations only: the delay a requeue really gets (a model knows when a cluster next changes by
+   * itself, so polls before then could only repeat the previous decision). Default: as the planner asks.
+   */
+  requeueDelay?: (cluster: string, requeueAfterMs: number) => number;
 }
 
 /** What this replica keeps per cluster between passes. */
@@ -228,7 +233,7 @@ export class Controller {
     // After a refusal or failure, not at once again (the planner asks for a pass now when it acted):
     // at least the retry pause, and failures back off exponentially in the queue.
     const requeueAfterMs = result.failed ? Math.max(result.decision.requeueAfterMs, REQUEUE.retry) : result.decision.requeueAfterMs;
-    return { requeueAfterMs, failed: outcomes.failed };
+    return { requeueAfterMs: this.options.requeueDelay?.(cluster, requeueAfterMs) ?? requeueAfterMs, failed: outcomes.failed };
   }
 
   private report(cluster: string, st: ClusterState, result: Awaited<ReturnType<typeof reconcileOnce>>): void {
