@@ -88,3 +88,14 @@ test('with --store etcd pointed at mgmt, up, status, scale and down keep their r
   assert.deepEqual(await records<unknown>('/fastplane/claims/'), [], 'down gave the slot back');
   assert.deepEqual(env.controlPlanes(), ['mgmt']);
 });
+
+test('a bad store setting is exit 2 naming the flag; an etcd store that does not answer is a one-line error', async () => {
+  const missing = await env.run(['--store', 'etcd', 'status']);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /^error: --etcd-endpoints: required with --store etcd/);
+  // Nothing listens on this address (mgmt and work are in other blocks).
+  const silent = await env.run(['--store', 'etcd', '--etcd-endpoints', 'http://127.163.250.1:2379', 'status']);
+  assert.equal(silent.code, 1);
+  assert.match(silent.stderr, /^error: etcd store unreachable at http:\/\/127\.163\.250\.1:2379/);
+  assert.doesNotMatch(silent.stderr, /\n\s+at /, 'no stack trace');
+});
