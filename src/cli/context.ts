@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
@@ -53,7 +53,9 @@ export class CliContext {
     this.hooks = testHooksFromEnv();
     this.leaseTtlMs = parseLeaseTtl(leaseTtl);
     const logOptions = parseLogOptions(logLevel, logFormat);
-    mkdirSync(stateDir, { recursive: true });
+    // Records, logs, certificates and backups: nothing in the state dir is for other users.
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    chmodSync(stateDir, 0o700);
     this.store = new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);
   }

@@ -1,4 +1,4 @@
-import { existsSync, renameSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, renameSync, statSync } from 'node:fs';
 import { pino, type DestinationStream, type LevelWithSilent, type Logger, type StreamEntry } from 'pino';
 import { InvalidInputError } from '../api/errors.ts';
 
@@ -59,7 +59,10 @@ export function prettyLine(json: string): string {
 export function openLogger(file: string, { level, format }: LogOptions): Logger {
   rotateLogFile(file);
   // The logger's level filters; every stream takes all it is given (a stream's own default is info).
-  const streams: StreamEntry[] = [{ level: 'trace', stream: pino.destination({ dest: file, sync: true, mkdir: true }) }];
+  const streams: StreamEntry[] = [{ level: 'trace', stream: pino.destination({ dest: file, sync: true, mkdir: true, mode: 0o600 }) }];
+  // The log names clusters, addresses and errors: private like the rest of the state dir, also when an
+  // older version created it with the umask's mode.
+  chmodSync(file, 0o600);
   if (format === 'json') streams.push({ level: 'trace', stream: pino.destination({ dest: 2, sync: true }) });
   if (format === 'pretty') {
     const pretty: DestinationStream = { write: (line) => process.stderr.write(prettyLine(line)) };

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
@@ -169,7 +169,7 @@ export class LocalProcessProvider implements InfraProvider {
       createdAt,
       readyAt: createdAt + this.draw(this.provisioningDelay),
     };
-    await mkdir(this.machineDir(cluster, name), { recursive: true });
+    await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     // Before machine.json: a machine on record always has its certificates.
     if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address);
     await this.write(machine);
@@ -202,7 +202,10 @@ export class LocalProcessProvider implements InfraProvider {
     }
     await this.restoreDataDir(machine, dataDir, launch);
     const binary = this.findBinary(launch.version);
-    const log = openSync(join(this.machineDir(cluster, name), 'etcd.log'), 'a');
+    const logFile = join(this.machineDir(cluster, name), 'etcd.log');
+    // etcd logs keys it refuses and peers' addresses: readable by the owner only.
+    const log = openSync(logFile, 'a', 0o600);
+    fchmodSync(log, 0o600);
     try {
       // Detached, with its own log file and no pipe to us, so it outlives the CLI.
       const child = spawn(binary, this.args(machine, dataDir, launch), {
