@@ -16,6 +16,7 @@ import { systemClock } from '../ports/clock.ts';
 import { DEFAULT_LEASE_TTL_MS } from '../reconciler/lease-keeper.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
+import { carePortFor } from './care-port.ts';
 import { openLogger, parseLogOptions } from './logging.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
 
@@ -71,6 +72,7 @@ export class CliContext {
       findBinary: findEtcdBinary,
       insecure,
       honourFailureMarker: this.hooks.provisioningFailureMarker,
+      certValidityMs: this.hooks.certValidityMs,
     });
   }
 
@@ -93,7 +95,7 @@ export class CliContext {
 
   /** What observing needs: reads only (status). */
   async observeDeps(manifest: ControlPlane): Promise<ObserveDeps> {
-    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log };
+    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: carePortFor(this, manifest) };
   }
 
   /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */

@@ -61,7 +61,12 @@ export interface LocalProcessProviderOptions {
   honourFailureMarker?: boolean;
   /** Where address-slot claims shared by every state dir on this host live (default: the OS temp dir). */
   claimsDir?: string;
+  /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
+  certValidityMs?: number | undefined;
 }
+
+/** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
+export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
 
 interface MachineFile {
   cluster: string;
@@ -125,6 +130,7 @@ export class LocalProcessProvider implements InfraProvider {
   private readonly snapshotCount: number;
   private readonly insecure: boolean;
   private readonly honourFailureMarker: boolean;
+  private readonly certValidityMs: number | undefined;
   private readonly slots: AddressSlots;
 
   constructor(options: LocalProcessProviderOptions) {
@@ -139,6 +145,7 @@ export class LocalProcessProvider implements InfraProvider {
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
     this.insecure = options.insecure ?? false;
     this.honourFailureMarker = options.honourFailureMarker ?? false;
+    this.certValidityMs = options.certValidityMs;
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, options.claimsDir ?? join(tmpdir(), 'fastplane-address-slots'));
   }
 
@@ -171,7 +178,7 @@ export class LocalProcessProvider implements InfraProvider {
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     // Before machine.json: a machine on record always has its certificates.
-    if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address);
+    if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address, { validityMs: this.certValidityMs });
     await this.write(machine);
     return { ...this.infra(machine), state: 'Provisioning' };
   }
@@ -309,11 +316,35 @@ export class LocalProcessProvider implements InfraProvider {
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.read(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
-    await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true });
+    await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true, validityMs: this.certValidityMs });
   }
 
   async renewClientCertificate(cluster: string): Promise<void> {
-    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster));
+    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster), this.certValidityMs);
+  }
+
+  /** The rolling restart a CA rotation needs next, from its state file; undefined: none in progress. */
+  async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
+    const file = join(this.pkiDir(cluster), 'ca-rotation.json');
+    if (!existsSync(file)) return undefined;
+    return (JSON.parse(await readFile(file, 'utf8')) as { phase: CaRotationPhase }).phase;
+  }
+
+  /**
+   * Moves a CA rotation on: changes the CA files for `phase` (trust: bundle old + new; reissue: sign
+   * with the new key; drop: trust the new CA only) and records the phase, or ends it (undefined).
+   */
+  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
+    const pki = await loadPki();
+    const dir = this.pkiDir(cluster);
+    const file = join(dir, 'ca-rotation.json');
+    if (phase === undefined) {
+      await pki.rotateAuthority(dir, 'finish');
+      await rm(file, { force: true });
+      return;
+    }
+    await pki.rotateAuthority(dir, phase === 'trust' ? 'trust' : phase === 'reissue' ? 'switch' : 'finish');
+    await writeFileAtomic(file, `${JSON.stringify({ phase })}\n`, 0o600);
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */
