@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { Backup } from '../../src/backup/backup-files.ts';
@@ -9,7 +9,7 @@ import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
 const newEnv = cliEnvFactory();
-const env = newEnv('127.240');
+const env = newEnv('127.180');
 const KEYS = 10_000;
 
 async function writeKeys(doc: ControlPlaneStatusDocument, prefix: string, count: number): Promise<Map<string, string>> {
@@ -163,5 +163,51 @@ describe('backup and restore on real etcd', { timeout: 600_000 }, () => {
     assert.match(run.stderr, /error: backup of copy failed: /);
     assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
     assert.equal(readdirSync(dir).length, count, 'no partial file left');
+  });
+
+  test('scheduled backups: taken by reconcile passes every 2s, pruned to keep; a failing one is an event and BackupFailing, the cluster stays converged', async () => {
+    const manifest = env.writeManifest('src', { replicas: 1, backup: { every: '2s', keep: 3 } });
+    const list = async (): Promise<Backup[]> => JSON.parse((await env.run(['backups', 'src', '-o', 'json'])).stdout) as Backup[];
+    const before = await list();
+    const taken: Backup[] = [];
+    for (let i = 0; i < 3; i++) {
+      const up = await env.run(['up', '-f', manifest, '--timeout', '60s', '-o', 'json']);
+      assert.equal(up.code, 0, up.stderr);
+      const now = await list();
+      assert.ok(now.length <= 3, `pruned to keep: ${String(now.length)}`);
+      const newest = now.at(-1);
+      assert.ok(newest && !taken.some((b) => b.file === newest.file) && !before.some((b) => b.file === newest.file), `pass ${String(i)} took a backup`);
+      taken.push(newest);
+      if (i < 2) await new Promise((resolve) => setTimeout(resolve, 2100));
+    }
+    for (let i = 1; i < taken.length; i++) assert.ok(Date.parse(taken[i]?.takenAt ?? '') - Date.parse(taken[i - 1]?.takenAt ?? '') >= 2000, 'no sooner than every');
+    const kept = await list();
+    assert.deepEqual(kept.map((b) => b.file), taken.map((b) => b.file), 'the three newest kept, the oldest pruned');
+    for (const old of before) assert.ok(!existsSync(old.file) && !existsSync(`${old.file}.json`), `${old.file} pruned with its sidecar`);
+    assert.equal(env.events('src').filter((e) => e.action === 'TakeBackup' && e.outcome === 'Succeeded').length, 3);
+
+    // The backups folder replaced by a file: nothing can be written there.
+    const dir = join(env.stateDir, 'backups', 'src');
+    renameSync(dir, `${dir}.aside`);
+    writeFileSync(dir, 'in the way');
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 2100));
+      const up = await env.run(['up', '-f', manifest, '--timeout', '60s', '-o', 'json']);
+      assert.equal(up.code, 0, `a failed backup does not fail the reconcile: ${up.stderr}`);
+      const doc = statusOf((await env.run(['status', 'src', '-o', 'json'])).stdout);
+      assert.equal(doc.status.phase, 'Ready', 'still converged');
+      const failing = doc.status.conditions.find((c) => c.type === 'BackupFailing');
+      assert.equal(failing?.status, 'True', JSON.stringify(doc.status.conditions));
+      assert.ok(env.events('src').some((e) => e.action === 'TakeBackup' && e.outcome === 'Failed' && e.type === 'Warning'), 'a warning event');
+      assert.match((await env.run(['status', 'src'])).stdout, /BackupFailing\s+True/);
+    } finally {
+      rmSync(dir, { force: true });
+      renameSync(`${dir}.aside`, dir);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2100));
+    const healed = await env.run(['up', '-f', manifest, '--timeout', '60s', '-o', 'json']);
+    assert.equal(healed.code, 0, healed.stderr);
+    assert.equal(statusOf(healed.stdout).status.conditions.find((c) => c.type === 'BackupFailing')?.status, 'False', 'cleared by a good backup');
+    assert.equal((await list()).length, 3);
   });
 });
