@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -24,19 +24,22 @@ function modeOf(path: string): string {
 
 /** The certificate a member presents over TLS, as openssl reads it: issuer and expiry. */
 function presented(endpoint: string, tls: { caFile: string; certFile: string; keyFile: string }): { issuer: string; notAfter: number } {
-  const { host, port } = new URL(endpoint);
-  const pem = execFileSync('openssl', ['s_client', '-connect', `${host}:${port}`, '-CAfile', tls.caFile, '-cert', tls.certFile, '-key', tls.keyFile, '-verify_return_error'], { input: '', stdio: ['pipe', 'pipe', 'ignore'] }).toString();
+  const { hostname, port } = new URL(endpoint);
+  const pem = execFileSync('openssl', ['s_client', '-connect', `${hostname}:${port}`, '-CAfile', tls.caFile, '-cert', tls.certFile, '-key', tls.keyFile, '-verify_return_error'], { input: '', stdio: ['pipe', 'pipe', 'ignore'] }).toString();
   const text = execFileSync('openssl', ['x509', '-noout', '-issuer', '-enddate'], { input: pem }).toString();
   return { issuer: /issuer=\s*(.*)/.exec(text)?.[1]?.trim() ?? '', notAfter: Date.parse(/notAfter=(.*)/.exec(text)?.[1] ?? '') };
 }
 
 /** etcdctl's own health check over TLS with the given client credentials: it fails unless the chain verifies. */
-function etcdctlHealthy(endpoints: string[], tls: { caFile: string; certFile: string; keyFile: string }): boolean {
-  const out = execFileSync('etcdctl', ['--endpoints', endpoints.join(','), '--cacert', tls.caFile, '--cert', tls.certFile, '--key', tls.keyFile, 'endpoint', 'health'], {
+function etcdctlHealthy(endpoints: string[], tls: { caFile: string; certFile: string; keyFile: string }): string | undefined {
+  const run = spawnSync('etcdctl', ['--endpoints', endpoints.join(','), '--cacert', tls.caFile, '--cert', tls.certFile, '--key', tls.keyFile, 'endpoint', 'health'], {
     env: { ...process.env, ETCDCTL_API: '3' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  }).toString();
-  return out.split('\n').filter((line) => line.includes('is healthy')).length === endpoints.length;
+    encoding: 'utf8',
+  });
+  // etcdctl reports health on stderr.
+  const said = `${run.stdout}${run.stderr}`;
+  const healthy = said.split('\n').filter((line) => line.includes('is healthy')).length;
+  return run.status === 0 && healthy === endpoints.length ? undefined : said;
 }
 
 describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () => {
@@ -55,7 +58,7 @@ describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () =
     assert.equal(modeOf(join(pki, 'ca.key')), '600', 'the CA key');
   });
 
-  test('certs renew during writes: new member and client certificates, members restarted one at a time, no acknowledged write lost', async () => {
+  test('certs renew during writes: new member and client certificates, members restarted one at a time, no acknowledged write lost', async (t) => {
     const doc = statusOf((await env.run(['status', 'tls', '-o', 'json'])).stdout);
     const before = await env.run(['certs', 'tls', '-o', 'json']);
     assert.equal(before.code, 0, before.stderr);
@@ -86,6 +89,7 @@ describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () =
     const report = await writer.verify(doc.status);
     assert.equal(report.ackedButLost, 0, JSON.stringify(report));
     assert.ok(report.writesAcked > 20, JSON.stringify(report));
+    t.diagnostic(JSON.stringify(report));
     assert.ok(report.longestOutageMs < 2000, `longest outage ${String(report.longestOutageMs)} ms`);
 
     const { members, statuses } = await askEtcd(doc.status);
@@ -97,7 +101,7 @@ describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () =
     assert.equal((statSync(join(pki, 'client.key')).mode & 0o777).toString(8), '600', 'the new client key is private');
   });
 
-  test('certs renew --ca during writes: both CAs trusted, certificates from the new CA, old CA dropped; no acknowledged write lost', async () => {
+  test('certs renew --ca during writes: both CAs trusted, certificates from the new CA, old CA dropped; no acknowledged write lost', async (t) => {
     const doc = statusOf((await env.run(['status', 'tls', '-o', 'json'])).stdout);
     const tls = doc.status.tls;
     assert.ok(tls);
@@ -119,6 +123,7 @@ describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () =
     const report = await writer.verify(doc.status);
     assert.equal(report.ackedButLost, 0, JSON.stringify(report));
     assert.ok(report.writesAcked > 20, JSON.stringify(report));
+    t.diagnostic(JSON.stringify(report));
     assert.ok(report.longestOutageMs < 2000, `longest outage ${String(report.longestOutageMs)} ms`);
 
     const after = certs(rotate.stdout);
@@ -131,7 +136,7 @@ describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () =
       assert.match(seen.issuer, /fastplane-etcd-ca-/);
       assert.ok(seen.notAfter > startedAt + 300 * 86_400_000, `${endpoint}: a year from now`);
     }
-    assert.ok(etcdctlHealthy(doc.status.endpoints, tls), 'etcdctl trusts the members with the new CA alone');
+    assert.equal(etcdctlHealthy(doc.status.endpoints, tls), undefined, 'etcdctl trusts the members with the new CA alone');
     const pki = dirname(tls.caFile);
     assert.ok(!existsSync(join(pki, 'ca-next.key')) && !existsSync(join(pki, 'ca-rotation.json')), 'the rotation left nothing behind');
     assert.equal(modeOf(join(pki, 'ca.key')), '600', 'the new CA key is private');
