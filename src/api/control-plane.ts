@@ -62,6 +62,17 @@ const RemediationSchema = z
   })
   .strict();
 
+// Scheduled backups into <state dir>/backups/NAME, taken by the reconcile loop; absent: none scheduled.
+const BackupSchema = z
+  .object({
+    every: z
+      .string()
+      .refine((text) => (parseDuration(text) ?? 0) >= 1000, { error: 'every must be a duration of 1s or more, such as 30m or 6h' })
+      .default('30m'),
+    keep: z.number({ error: 'must be a whole number' }).int({ error: 'must be a whole number' }).min(1, { error: 'must be at least 1' }).max(10_000).default(24),
+  })
+  .strict();
+
 const SpecSchema = z
   .object({
     replicas: z
@@ -77,6 +88,7 @@ const SpecSchema = z
     etcd: EtcdSchema.default(() => EtcdSchema.parse({})),
     rollout: RolloutSchema.default(() => RolloutSchema.parse({})),
     remediation: RemediationSchema.default(() => RemediationSchema.parse({})),
+    backup: BackupSchema.optional(),
   })
   .strict()
   .superRefine((spec, ctx) => {

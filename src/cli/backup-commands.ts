@@ -66,7 +66,7 @@ export async function clientEndpoints(ctx: CliContext, name: string): Promise<st
   return (await ctx.store.listMachines(name)).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
 }
 
-async function backupOf(ctx: CliContext, manifest: ControlPlane): Promise<Backup> {
+export async function backupOf(ctx: CliContext, manifest: ControlPlane): Promise<Backup> {
   const name = manifest.metadata.name;
   const endpoints = await clientEndpoints(ctx, name);
   return withClients(ctx, manifest, ({ admin, maintenance }) =>

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
@@ -17,6 +17,7 @@ import { systemClock } from '../ports/clock.ts';
 import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../reconciler/lease-keeper.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
+import { carePortFor } from './care-port.ts';
 import { openLogger, parseLogOptions } from './logging.ts';
 import type { OpenedStore, StoreFlags } from './store-selection.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
@@ -66,7 +67,9 @@ export class CliContext {
     this.hooks = testHooksFromEnv();
     this.leaseTtlMs = parseLeaseTtl(leaseTtl, options.defaultLeaseTtlMs);
     const logOptions = { ...parseLogOptions(logLevel, logFormat), ...(options.logToStdout === true ? { stdout: true } : {}) };
-    mkdirSync(stateDir, { recursive: true });
+    // Records, logs, certificates and backups: nothing in the state dir is for other users.
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    chmodSync(stateDir, 0o700);
     const opened = openStore?.();
     this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.storeLocation = opened?.location ?? stateDir;
@@ -85,6 +88,7 @@ export class CliContext {
       insecure,
       honourFailureMarker: this.hooks.provisioningFailureMarker,
       claims: this.store,
+      certValidityMs: this.hooks.certValidityMs,
     });
   }
 
@@ -109,7 +113,7 @@ export class CliContext {
 
   /** What observing needs: reads only (status). */
   async observeDeps(manifest: ControlPlane): Promise<ObserveDeps> {
-    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log };
+    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: carePortFor(this, manifest) };
   }
 
   /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */

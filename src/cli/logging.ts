@@ -1,4 +1,4 @@
-import { existsSync, renameSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, renameSync, statSync } from 'node:fs';
 import { pino, type DestinationStream, type LevelWithSilent, type Logger, type StreamEntry } from 'pino';
 import { InvalidInputError } from '../api/errors.ts';
 
@@ -61,7 +61,10 @@ export function prettyLine(json: string): string {
 export function openLogger(file: string, { level, format, stdout }: LogOptions): Logger {
   rotateLogFile(file);
   // The logger's level filters; every stream takes all it is given (a stream's own default is info).
-  const streams: StreamEntry[] = [{ level: 'trace', stream: pino.destination({ dest: file, sync: true, mkdir: true }) }];
+  const streams: StreamEntry[] = [{ level: 'trace', stream: pino.destination({ dest: file, sync: true, mkdir: true, mode: 0o600 }) }];
+  // The log names clusters, addresses and errors: private like the rest of the state dir, also when an
+  // older version created it with the umask's mode.
+  chmodSync(file, 0o600);
   if (stdout === true) streams.push({ level: 'trace', stream: pino.destination({ dest: 1, sync: true }) });
   if (format === 'json') streams.push({ level: 'trace', stream: pino.destination({ dest: 2, sync: true }) });
   if (format === 'pretty') {

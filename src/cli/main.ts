@@ -145,7 +145,8 @@ export function buildProgram(): Command {
     .command('certs <name-or-renew> [name]')
     .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (first: string, second: string | undefined, flags: { output: string }) => withContext(program, async (ctx) => (await import('./certs-commands.ts')).certsCommand(ctx, first, second, flags)));
+    .option('--ca', 'with renew: also rotate the CA (trust both, re-issue from the new CA, drop the old), members restarted one at a time')
+    .action(async (first: string, second: string | undefined, flags: { output: string; ca?: boolean }) => withContext(program, async (ctx) => (await import('./certs-commands.ts')).certsCommand(ctx, first, second, flags)));
 
   program
     .command('recover <name>')

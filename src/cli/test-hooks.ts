@@ -1,3 +1,4 @@
+import { parseDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { failpointsFrom, type FailpointHook } from '../executor/failpoints.ts';
 
@@ -15,9 +16,11 @@ export interface TestHooks {
   addressPrefix: string;
   /** Whether the local provider honours a machine's `provisioning-failed` file. */
   provisioningFailureMarker: boolean;
+  /** FASTPLANE_CERT_VALIDITY: member and client certificates issued with this lifetime (to test renewal ahead of expiry). */
+  certValidityMs: number | undefined;
 }
 
-const GATED = ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS', 'FASTPLANE_ADDRESS_PREFIX'] as const;
+const GATED = ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS', 'FASTPLANE_ADDRESS_PREFIX', 'FASTPLANE_CERT_VALIDITY'] as const;
 const DEFAULT_ADDRESS_PREFIX = '127.77';
 
 export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHooks {
@@ -27,12 +30,17 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHook
     if (set.length > 0) {
       throw new InvalidInputError(set.map((name) => `${name}: a test hook, refused unless FASTPLANE_TEST_HOOKS=1 (tests only); unset it`));
     }
-    return { failpoint: failpointsFrom(undefined), injectFaults: undefined, addressPrefix: DEFAULT_ADDRESS_PREFIX, provisioningFailureMarker: false };
+    return { failpoint: failpointsFrom(undefined), injectFaults: undefined, addressPrefix: DEFAULT_ADDRESS_PREFIX, provisioningFailureMarker: false, certValidityMs: undefined };
   }
   const prefix = env.FASTPLANE_ADDRESS_PREFIX ?? DEFAULT_ADDRESS_PREFIX;
   const match = /^127\.(\d{1,3})$/.exec(prefix);
   if (!match || Number(match[1]) > 255) {
     throw new InvalidInputError([`FASTPLANE_ADDRESS_PREFIX: must be 127.N with N in 0..255 (machines stay on loopback, 127.0.0.0/8), got ${prefix}`]);
   }
-  return { failpoint: failpointsFrom(env.FASTPLANE_FAILPOINTS), injectFaults: env.FASTPLANE_INJECT_FAULTS, addressPrefix: prefix, provisioningFailureMarker: true };
+  const validity = env.FASTPLANE_CERT_VALIDITY;
+  const certValidityMs = validity === undefined || validity === '' ? undefined : parseDuration(validity);
+  if (certValidityMs === 0 || (certValidityMs === undefined && validity !== undefined && validity !== '')) {
+    throw new InvalidInputError([`FASTPLANE_CERT_VALIDITY: must be a positive duration such as 480h, got ${validity ?? ''}`]);
+  }
+  return { failpoint: failpointsFrom(env.FASTPLANE_FAILPOINTS), injectFaults: env.FASTPLANE_INJECT_FAULTS, addressPrefix: prefix, provisioningFailureMarker: true, certValidityMs };
 }

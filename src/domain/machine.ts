@@ -83,6 +83,8 @@ export interface ControlPlaneRecord {
   /** The generation the last reconcile pass acted on, and how that pass ended. */
   observedGeneration?: number;
   lastPass?: PassSummary;
+  /** How the last scheduled backup ended (spec.backup): a failure is the BackupFailing condition until one succeeds. */
+  lastBackupAttempt?: { at: number; ok: boolean; message: string };
 }
 
 /** What the lease holder's latest pass found: what waiting commands show and judge. */

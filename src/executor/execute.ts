@@ -6,6 +6,7 @@ import { machineTemplateHash } from '../planner/spec.ts';
 import type {
   Action,
   AddLearner,
+  CareAction,
   CreateMachine,
   Decision,
   LastMembershipAttempt,
@@ -19,6 +20,7 @@ import type {
   StartMember,
 } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
+import type { CarePort } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MemberLaunch } from '../ports/infra-provider.ts';
@@ -37,6 +39,8 @@ export interface ExecutorDeps {
   failpoint: FailpointHook;
   /** Every recorded event is also passed here (progress display, logs). */
   notify?: (event: EventRecord) => void;
+  /** Backups, certificates and NOSPACE recovery; without it care actions fail (the simulator plans none). */
+  care?: CarePort;
 }
 
 export interface ExecutionReport {
@@ -65,7 +69,7 @@ async function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): Pr
 
 /** The machine an action concerns; a RemoveMember of an orphan member has none. */
 function machineOf(action: Action): string | undefined {
-  return action.machine;
+  return 'machine' in action ? action.machine : undefined;
 }
 
 function describeAction(action: Action): string {
@@ -296,13 +300,14 @@ function endsTheRun(error: unknown): boolean {
 /** etcd answers that say "not now": the planner waits and tries again; everything else failed. */
 const REFUSALS: ReadonlySet<string> = new Set(['NotInSync', 'TooManyLearners', 'UnhealthyCluster', 'NotEnoughStartedMembers', 'PeerURLExists', 'BadLeaderTransferee', 'LearnerRpc']);
 
-async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<void>): Promise<string | undefined> {
+async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unknown>): Promise<string | undefined> {
   const at = deps.clock.now();
   const target = machineOf(action);
   const machine = target === undefined ? {} : { machine: target };
   try {
-    await run();
-    await emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})`, ...machine });
+    const detail = await run();
+    const said = typeof detail === 'string' && detail !== '' ? `: ${detail}` : '';
+    await emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})${said}`, ...machine });
     return undefined;
   } catch (error) {
     // A simulated crash, a lost lease, or input the user must fix (a taken address): stop the run.
@@ -311,6 +316,42 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<void
     const outcome = error instanceof EtcdAdminError && REFUSALS.has(error.kind) ? 'Refused' : 'Failed';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome, message: `${describeAction(action)} failed: ${message}`, ...machine });
     return message;
+  }
+}
+
+function carePort(deps: ExecutorDeps): CarePort {
+  if (!deps.care) throw new Error('no day-2 care is wired for this control plane');
+  return deps.care;
+}
+
+/**
+ * A scheduled backup, its outcome recorded on the control plane either way: a failure is the
+ * BackupFailing condition (and the next try waits for the schedule), a success clears it.
+ */
+async function takeScheduledBackup(deps: ExecutorDeps, keep: number): Promise<string> {
+  const at = deps.clock.now();
+  await deps.writer.verify();
+  let line: string;
+  try {
+    line = await carePort(deps).takeBackup(keep);
+  } catch (error) {
+    if (endsTheRun(error)) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastBackupAttempt: { at, ok: false, message } } });
+    throw error;
+  }
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastBackupAttempt: { at, ok: true, message: line } } });
+  return line;
+}
+
+async function runCareAction(deps: ExecutorDeps, action: CareAction): Promise<string> {
+  switch (action.kind) {
+    case 'TakeBackup':
+      return takeScheduledBackup(deps, action.keep);
+    case 'RenewCertificates':
+      return `renewed ${(await carePort(deps).renewCertificates(deps.writer)).join(', ')}`;
+    case 'RecoverNoSpace':
+      return (await carePort(deps).recoverNoSpace(deps.writer)).join('; ');
   }
 }
 
@@ -343,7 +384,12 @@ export async function execute(deps: ExecutorDeps, observed: Observed, decision: 
     if (caught instanceof EtcdAdminError) attempt.errorKind = caught.kind;
     report.membershipAttempt = attempt;
   })();
-  const settled = await Promise.allSettled([...machineRuns, membershipRun]);
+  // Care runs beside the rest: the planner asks for it only where it cannot collide (renewal on a
+  // converged cluster, NOSPACE recovery with no membership change).
+  const careRuns = (decision.careActions ?? []).map(async (action) => {
+    await timed(deps, action, () => runCareAction(deps, action));
+  });
+  const settled = await Promise.allSettled([...machineRuns, membershipRun, ...careRuns]);
   const crash = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (crash) throw crash.reason;
   return report;

@@ -2,6 +2,7 @@ import type { RemediationRecord } from '../domain/machine.ts';
 import { keepsQuorum, quorum } from '../domain/quorum.ts';
 import { nextRemediation } from '../domain/remediation.ts';
 import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
+import { planCare } from './care.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
 import { abandonInit, initNeverStarted } from './init-retry.ts';
@@ -403,17 +404,21 @@ export function planFromView(view: ClusterView): Decision {
   explainRefusal(step, membershipAction);
   const actionCount = machineActions.length + (membershipAction ? 1 : 0);
   const converged = isConverged(step, actionCount);
+  // Care changes no membership and takes no machine: it does not count against convergence.
+  const care = planCare(view, { converged, membershipBusy: membershipAction !== undefined });
+  step.waits.push(...care.waits);
   const phases: Record<string, ReturnType<typeof phaseOf>> = {};
   for (const m of observed.machines) phases[nameOf(m)] = step.failed.has(nameOf(m)) ? 'Failed' : phaseOf(view, m);
   const decision: Decision = {
     machineActions,
     waits: step.waits,
-    conditions: conditionsFor(view, step.waits, { failed: step.failed, leaving: step.leaving, converged }),
-    requeueAfterMs: requeueAfter(step, actionCount, converged),
+    conditions: [...conditionsFor(view, step.waits, { failed: step.failed, leaving: step.leaving, converged }), ...care.conditions],
+    requeueAfterMs: Math.min(requeueAfter(step, actionCount, converged), care.nextDueInMs ?? Infinity),
     converged,
     phases,
   };
   if (membershipAction) decision.membershipAction = membershipAction;
+  if (care.actions.length > 0) decision.careActions = care.actions;
   if (step.blocked) decision.blocked = step.blocked;
   return decision;
 }

@@ -22,7 +22,9 @@ export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
     unhealthyAfterMs: ms(spec.remediation.unhealthyAfter),
     learnerStuckAfterMs: ms(spec.remediation.learnerStuckAfter),
   };
+  const backup = spec.backup === undefined ? {} : { backup: { everyMs: ms(spec.backup.every), keep: spec.backup.keep } };
   return {
+    ...backup,
     name: cp.metadata.name,
     replicas: spec.replicas,
     version: spec.version,

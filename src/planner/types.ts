@@ -13,6 +13,8 @@ export interface PlannerSpec {
   maxConcurrentProvisioning: number;
   maxLearners: number;
   maxSurge: number;
+  /** Scheduled backups (spec.backup); none: only `fastplane backup` takes them. */
+  backup?: { everyMs: number; keep: number };
   remediation: {
     maxRetry: number;
     retryPeriodMs: number;
@@ -52,6 +54,22 @@ export interface LastMembershipAttempt {
   error?: string;
 }
 
+/**
+ * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
+ * where nobody observes them (the simulator), and then nothing is planned from them.
+ */
+export interface ObservedCare {
+  backups?: {
+    /** When the newest complete backup was taken. */
+    latestAt?: number;
+    count: number;
+    /** How the last scheduled backup ended. */
+    lastAttempt?: { at: number; ok: boolean; message: string };
+  };
+  /** The certificate that expires first, of the cluster's CA, client and members. */
+  certificates?: { earliestExpiry: number; file: string };
+}
+
 export interface Observed {
   /** Next machine ordinal (names are `<cluster>-<ordinal>`). */
   nextOrdinal: number;
@@ -66,6 +84,7 @@ export interface Observed {
   members: { ok: true; list: ObservedMember[] } | { ok: false; error: string };
   alarms: EtcdAlarm[];
   lastMembershipAttempt?: LastMembershipAttempt;
+  care?: ObservedCare;
 }
 
 export interface CreateMachine {
@@ -153,7 +172,29 @@ export interface RemoveMember {
 }
 export type MembershipAction = InitCluster | AddLearner | StartMember | PromoteLearner | MoveLeader | RemoveMember;
 
-export type Action = MachineAction | MembershipAction;
+/** A snapshot into the backups folder (spec.backup), then the oldest beyond `keep` pruned. */
+export interface TakeBackup {
+  kind: 'TakeBackup';
+  keep: number;
+  reason: string;
+}
+/** New member and client certificates from the cluster's CA, members restarted one at a time behind the health gate. */
+export interface RenewCertificates {
+  kind: 'RenewCertificates';
+  reason: string;
+}
+/** A NOSPACE alarm: compact all history, defragment every member (leader last), disarm. */
+export interface RecoverNoSpace {
+  kind: 'RecoverNoSpace';
+  reason: string;
+}
+/**
+ * Day-2 care the planner asks for from what it observed. It changes no membership and takes no
+ * machine; the executor runs it beside the other actions of the decision.
+ */
+export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace;
+
+export type Action = MachineAction | MembershipAction | CareAction;
 
 export type ConditionType =
   | 'Available'
@@ -163,7 +204,9 @@ export type ConditionType =
   | 'ScalingUp'
   | 'ScalingDown'
   | 'RollingOut'
-  | 'Remediating';
+  | 'Remediating'
+  | 'BackupFailing'
+  | 'CertificatesExpiringSoon';
 
 export interface Condition {
   type: ConditionType;
@@ -182,6 +225,8 @@ export interface Wait {
 export interface Decision {
   machineActions: MachineAction[];
   membershipAction?: MembershipAction;
+  /** Backups, certificate renewal, NOSPACE recovery: none when nothing is due. */
+  careActions?: CareAction[];
   waits: Wait[];
   conditions: Condition[];
   /** When to look again, in ms. */

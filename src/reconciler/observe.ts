@@ -1,6 +1,7 @@
 import type { ControlPlaneRecord } from '../domain/machine.ts';
-import type { LastMembershipAttempt, Observed, ObservedMachine, ObservedMember, StatusReading } from '../planner/types.ts';
+import type { LastMembershipAttempt, Observed, ObservedCare, ObservedMachine, ObservedMember, StatusReading } from '../planner/types.ts';
 import { clientURLOf } from '../planner/view.ts';
+import type { CarePort } from '../ports/care.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider } from '../ports/infra-provider.ts';
 import type { Logger } from '../ports/logger.ts';
@@ -13,6 +14,22 @@ export interface ObserveDeps {
   store: StateStore;
   /** Failed reads are logged here at warn, with the endpoint and the error, as well as becoming data. */
   log?: Logger;
+  /** The backups folder and the certificates on disk; without it nothing is planned from them. */
+  care?: CarePort;
+}
+
+/** Backups and certificates as data: a failed read is logged and leaves that part out, never fails the pass. */
+async function observeCare(deps: ObserveDeps, cp: ControlPlaneRecord): Promise<ObservedCare | undefined> {
+  if (!deps.care) return undefined;
+  let care: ObservedCare;
+  try {
+    care = await deps.care.observe();
+  } catch (error) {
+    readFailed(deps, 'backups and certificates', [], error);
+    care = {};
+  }
+  if (cp.lastBackupAttempt) care.backups = { count: 0, ...care.backups, lastAttempt: cp.lastBackupAttempt };
+  return care;
 }
 
 function errorText(error: unknown): string {
@@ -110,5 +127,7 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   if (cp.initializedAt !== undefined) observed.initializedAt = cp.initializedAt;
   if (cp.lastRemediation) observed.lastRemediation = cp.lastRemediation;
   if (lastMembershipAttempt) observed.lastMembershipAttempt = lastMembershipAttempt;
+  const care = await observeCare(deps, cp);
+  if (care) observed.care = care;
   return observed;
 }

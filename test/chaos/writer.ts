@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Etcd3 } from 'etcd3';
 import { adminFor, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
 
@@ -23,13 +24,28 @@ export class ContinuousWriter {
   private client: Etcd3;
   private endpoints: string[];
   private sequence = 0;
+  private credentials: string;
 
   constructor(
     private readonly access: ClusterAccess,
     private readonly prefix = '/chaos/',
   ) {
     this.endpoints = [...access.endpoints];
+    this.credentials = this.credentialFiles();
     this.client = kvClientFor(access, this.endpoints);
+  }
+
+  /** The CA bundle and client certificate as on disk now: a CA rotation changes them under a running client. */
+  private credentialFiles(): string {
+    const tls = this.access.tls;
+    if (!tls) return '';
+    return [tls.caFile, tls.certFile, tls.keyFile].map((file) => {
+      try {
+        return readFileSync(file, 'utf8');
+      } catch {
+        return '';
+      }
+    }).join('\n');
   }
 
   get acknowledged(): number {
@@ -66,13 +82,18 @@ export class ContinuousWriter {
     this.longestOutage = Math.max(this.longestOutage, Date.now() - this.lastAck);
   }
 
-  /** Machines come and go in a scenario: keep writing to whichever voters exist now. */
+  /**
+   * Machines come and go in a scenario: keep writing to whichever voters exist now. Like any client
+   * that reloads its trust bundle, pick up new credentials too (`certs renew --ca`).
+   */
   private async followMembership(): Promise<void> {
     const admin = adminFor(this.access, { callTimeoutMs: 800 });
     try {
       const members = await admin.memberList(this.endpoints);
       const voters = members.filter((m) => !m.isLearner).flatMap((m) => m.clientURLs.slice(0, 1));
-      if (voters.length > 0 && voters.join() !== this.endpoints.join()) {
+      const credentials = this.credentialFiles();
+      if (voters.length > 0 && (voters.join() !== this.endpoints.join() || credentials !== this.credentials)) {
+        this.credentials = credentials;
         this.endpoints = voters;
         this.client.close();
         this.client = kvClientFor(this.access, voters);

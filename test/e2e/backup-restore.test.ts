@@ -1,16 +1,17 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { Backup } from '../../src/backup/backup-files.ts';
+import { listBackups, type Backup } from '../../src/backup/backup-files.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
 const newEnv = cliEnvFactory();
-const env = newEnv('127.240');
+const env = newEnv('127.180');
 const KEYS = 10_000;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function writeKeys(doc: ControlPlaneStatusDocument, prefix: string, count: number): Promise<Map<string, string>> {
   const client = kvClientFor(doc.status);
@@ -163,5 +164,50 @@ describe('backup and restore on real etcd', { timeout: 600_000 }, () => {
     assert.match(run.stderr, /error: backup of copy failed: /);
     assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
     assert.equal(readdirSync(dir).length, count, 'no partial file left');
+  });
+
+  test('scheduled backups: taken by reconcile passes every 2s, pruned to keep; a failing one is an event and BackupFailing, the cluster stays converged', async () => {
+    const manifest = env.writeManifest('src', { replicas: 1, backup: { every: '2s', keep: 2 } });
+    const up = async (): Promise<ControlPlaneStatusDocument> => {
+      const run = await env.run(['up', '-f', manifest, '--timeout', '60s', '-o', 'json']);
+      assert.equal(run.code, 0, run.stderr);
+      return statusOf(run.stdout);
+    };
+    const before = await listBackups(env.stateDir, 'src');
+    assert.equal(before.length, 2, 'the first backup and the one --replace took');
+    const taken: Backup[] = [];
+    for (let i = 0; i < 2; i++) {
+      if (i > 0) await sleep(2100);
+      await up();
+      const now = await listBackups(env.stateDir, 'src');
+      assert.equal(now.length, 2, 'pruned to keep');
+      const newest = now.at(-1);
+      assert.ok(newest && ![...taken, ...before].some((b) => b.file === newest.file), `pass ${String(i)} took a backup`);
+      taken.push(newest);
+    }
+    assert.ok(Date.parse(taken[1]?.takenAt ?? '') - Date.parse(taken[0]?.takenAt ?? '') >= 2000, 'no sooner than every');
+    assert.deepEqual((await listBackups(env.stateDir, 'src')).map((b) => b.file), taken.map((b) => b.file), 'the newest kept');
+    for (const old of before) assert.ok(!existsSync(old.file) && !existsSync(`${old.file}.json`), `${old.file} pruned with its sidecar`);
+    assert.equal(env.events('src').filter((e) => e.action === 'TakeBackup' && e.outcome === 'Succeeded').length, 2);
+
+    // The backups folder replaced by a file: nothing can be written there.
+    const dir = join(env.stateDir, 'backups', 'src');
+    renameSync(dir, `${dir}.aside`);
+    writeFileSync(dir, 'in the way');
+    try {
+      await sleep(2100);
+      const doc = await up();
+      assert.equal(doc.status.phase, 'Ready', 'a failed backup does not fail the reconcile: still converged');
+      const failing = doc.status.conditions.find((c) => c.type === 'BackupFailing');
+      assert.equal(failing?.status, 'True', JSON.stringify(doc.status.conditions));
+      assert.ok(env.events('src').some((e) => e.action === 'TakeBackup' && e.outcome === 'Failed' && e.type === 'Warning'), 'a warning event');
+    } finally {
+      rmSync(dir, { force: true });
+      renameSync(`${dir}.aside`, dir);
+    }
+    await sleep(2100);
+    const healed = await up();
+    assert.equal(healed.status.conditions.find((c) => c.type === 'BackupFailing')?.status, 'False', 'cleared by a good backup');
+    assert.equal((await listBackups(env.stateDir, 'src')).length, 2);
   });
 });

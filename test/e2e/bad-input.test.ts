@@ -112,7 +112,7 @@ describe('bad input exits 2, names the problem and creates nothing', { timeout: 
 
   describe('test hooks are off unless FASTPLANE_TEST_HOOKS=1', () => {
     test('a failpoint, an injected fault or an address prefix without the gate is refused, naming the variable', async () => {
-      for (const variable of ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS']) {
+      for (const variable of ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS', 'FASTPLANE_CERT_VALIDITY']) {
         const run = await env.run(['up', '--name', 'hooks', '--replicas', '1'], { FASTPLANE_TEST_HOOKS: '', FASTPLANE_ADDRESS_PREFIX: '', [variable]: 'after-promote' });
         assert.equal(run.code, 2, run.stderr);
         assert.match(run.stderr, new RegExp(`${variable}: a test hook, refused unless FASTPLANE_TEST_HOOKS=1`));
@@ -130,6 +130,7 @@ describe('bad input exits 2, names the problem and creates nothing', { timeout: 
         [{ FASTPLANE_INJECT_FAULTS: 'everything' }, /FASTPLANE_INJECT_FAULTS: unknown fault everything/],
         [{ FASTPLANE_ADDRESS_PREFIX: '10.1' }, /FASTPLANE_ADDRESS_PREFIX: must be 127\.N with N in 0\.\.255 .*127\.0\.0\.0\/8.*got 10\.1/],
         [{ FASTPLANE_ADDRESS_PREFIX: '127.300' }, /FASTPLANE_ADDRESS_PREFIX: must be 127\.N/],
+        [{ FASTPLANE_CERT_VALIDITY: 'soon' }, /FASTPLANE_CERT_VALIDITY: must be a positive duration such as 480h, got soon/],
       ];
       const ttl = await env.run(['--lease-ttl', '0.5s', 'up', '--name', 'hooks', '--replicas', '1']);
       assert.equal(ttl.code, 2, ttl.stderr);

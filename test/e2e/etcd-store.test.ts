@@ -46,22 +46,22 @@ test('with --store etcd pointed at mgmt, up, status, scale and down keep their r
   assert.equal(flagsLine.code, 0, flagsLine.stderr);
   assert.equal(flagsLine.stdout.trim(), storeFlags().join(' '), 'the default output is the flags, ready to paste');
 
-  const up = await env.run([...storeFlags(), 'up', '--name', 'work', '--replicas', '1', '--timeout', '90s', '-o', 'json']);
+  const up = await env.run([...storeFlags(), 'up', '--name', 'app', '--replicas', '1', '--timeout', '90s', '-o', 'json']);
   assert.equal(up.code, 0, up.stderr);
-  const workURL = statusOf(up.stdout).status.endpoints[0];
-  assert.ok(workURL !== undefined);
+  const appURL = statusOf(up.stdout).status.endpoints[0];
+  assert.ok(appURL !== undefined);
   const block = (url: string) => new URL(url).hostname.split('.').slice(0, 3).join('.');
-  assert.ok(!access.endpoints.some((url) => block(url) === block(workURL)), `work (${workURL}) is not in mgmt's address block: the host check skipped it`);
+  assert.ok(!access.endpoints.some((url) => block(url) === block(appURL)), `app (${appURL}) is not in mgmt's address block: the host check skipped it`);
 
   const cps = await records<ControlPlaneRecord>('/fastplane/control-planes/');
-  assert.deepEqual(cps.map((cp) => cp.name), ['work']);
+  assert.deepEqual(cps.map((cp) => cp.name), ['app']);
   assert.deepEqual(env.controlPlanes(), ['mgmt'], 'SQLite holds mgmt only');
-  assert.deepEqual(env.machines('work'), []);
+  assert.deepEqual(env.machines('app'), []);
   const claims = await records<{ owner: string }>('/fastplane/claims/');
-  assert.deepEqual(claims.map((c) => c.owner), ['work'], 'the address slot is claimed in etcd');
+  assert.deepEqual(claims.map((c) => c.owner), ['app'], 'the address slot is claimed in etcd');
 
   // The variables work as the flags do.
-  const status = await env.run(['status', 'work', '-o', 'json'], {
+  const status = await env.run(['status', 'app', '-o', 'json'], {
     FASTPLANE_STORE: 'etcd',
     FASTPLANE_ETCD_ENDPOINTS: access.endpoints.join(','),
     FASTPLANE_ETCD_CACERT: access.cacert ?? '',
@@ -71,17 +71,17 @@ test('with --store etcd pointed at mgmt, up, status, scale and down keep their r
   assert.equal(status.code, 0, status.stderr);
   assert.equal(statusOf(status.stdout).status.voters, 1);
 
-  const scaled = await env.run([...storeFlags(), 'scale', 'work', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
+  const scaled = await env.run([...storeFlags(), 'scale', 'app', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
   assert.equal(scaled.code, 0, scaled.stderr);
   assert.equal(statusOf(scaled.stdout).status.voters, 3);
-  const machines = await records<MachineRecord>('/fastplane/machines/work/');
+  const machines = await records<MachineRecord>('/fastplane/machines/app/');
   assert.deepEqual(machines.map((m) => m.phase), ['Voter', 'Voter', 'Voter']);
-  const [work] = await records<ControlPlaneRecord>('/fastplane/control-planes/');
-  assert.equal(work?.generation, 2);
-  assert.equal(work.observedGeneration, 2);
-  assert.ok((await records<unknown>('/fastplane/events/work/')).length > 0, 'events are in etcd');
+  const [app] = await records<ControlPlaneRecord>('/fastplane/control-planes/');
+  assert.equal(app?.generation, 2);
+  assert.equal(app.observedGeneration, 2);
+  assert.ok((await records<unknown>('/fastplane/events/app/')).length > 0, 'events are in etcd');
 
-  const down = await env.run([...storeFlags(), 'down', 'work']);
+  const down = await env.run([...storeFlags(), 'down', 'app']);
   assert.equal(down.code, 0, down.stderr);
   assert.deepEqual(await records<unknown>('/fastplane/control-planes/'), []);
   assert.deepEqual(await records<unknown>('/fastplane/machines/'), []);
@@ -93,7 +93,7 @@ test('a bad store setting is exit 2 naming the flag; an etcd store that does not
   const missing = await env.run(['--store', 'etcd', 'status']);
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /^error: --etcd-endpoints: required with --store etcd/);
-  // Nothing listens on this address (mgmt and work are in other blocks).
+  // Nothing listens on this address (mgmt and app are in other blocks).
   const silent = await env.run(['--store', 'etcd', '--etcd-endpoints', 'http://127.163.250.1:2379', 'status']);
   assert.equal(silent.code, 1);
   assert.match(silent.stderr, /^error: etcd store unreachable at http:\/\/127\.163\.250\.1:2379/);

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { hostname } from 'node:os';
@@ -128,12 +128,16 @@ export class SqliteStateStore implements StateStore {
   private readonly host = hostname();
 
   constructor(private readonly path: string) {
-    mkdirSync(dirname(path), { recursive: true });
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    // Created 0600 before SQLite opens it: SQLite gives the -wal and -shm files the database's mode.
+    if (path !== ':memory:') closeSync(openSync(path, 'a', 0o600));
     this.db = new Database(path);
     try {
       // busy_timeout first: switching to WAL itself needs a lock another process may hold.
       this.db.pragma('busy_timeout = 5000');
       this.db.pragma('journal_mode = WAL');
+      // Files an older version created with the umask's mode become private too.
+      if (path !== ':memory:') for (const file of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(file)) chmodSync(file, 0o600);
       this.migrate(path);
       this.statements = prepareStatements(this.db);
     } catch (error) {

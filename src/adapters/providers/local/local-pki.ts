@@ -3,7 +3,7 @@
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
 import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
@@ -35,14 +35,16 @@ interface Leaf {
   usages: x509.ExtendedKeyUsage[];
   /** IP addresses the certificate is for (subjectAltName); none for a client. */
   addresses: string[];
+  /** Lifetime; LEAF_DAYS unless a test asks for less (FASTPLANE_CERT_VALIDITY). */
+  validityMs?: number | undefined;
 }
 
 /**
  * Issues what a member at `address` needs, creating the cluster's CA and fastplane's client
  * certificate first if this is the cluster's first machine.
  */
-export async function issueMemberCertificates(pkiDir: string, memberDir: string, name: string, address: string, options: { renew?: boolean } = {}): Promise<MemberTlsFiles> {
-  const ca = await ensureAuthority(pkiDir);
+export async function issueMemberCertificates(pkiDir: string, memberDir: string, name: string, address: string, options: { renew?: boolean; validityMs?: number | undefined } = {}): Promise<MemberTlsFiles> {
+  const ca = await ensureAuthority(pkiDir, options.validityMs);
   const renew = options.renew === true;
   const files = memberTlsFiles(pkiDir, memberDir);
   await mkdir(memberDir, { recursive: true, mode: 0o700 });
@@ -50,17 +52,17 @@ export async function issueMemberCertificates(pkiDir: string, memberDir: string,
   // member's own client port presenting the server certificate. etcd also checks the IP addresses of
   // a client certificate against the connection's source address, and a connection between loopback
   // addresses leaves from 127.0.0.1 (kubeadm's etcd certificates name 127.0.0.1 too).
-  const leaf: Leaf = { subject: `CN=${name}`, usages: [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], addresses: [address, '127.0.0.1'] };
+  const leaf: Leaf = { subject: `CN=${name}`, usages: [x509.ExtendedKeyUsage.serverAuth, x509.ExtendedKeyUsage.clientAuth], addresses: [address, '127.0.0.1'], validityMs: options.validityMs };
   await ensureLeaf(ca, files.certFile, files.keyFile, leaf, renew);
   await ensureLeaf(ca, files.peerCertFile, files.peerKeyFile, leaf, renew);
   return files;
 }
 
 /** A new client certificate and key for fastplane, from the cluster's CA (`certs renew`). */
-export async function renewClientCertificate(pkiDir: string): Promise<void> {
-  const ca = await ensureAuthority(pkiDir);
+export async function renewClientCertificate(pkiDir: string, validityMs?: number): Promise<void> {
+  const ca = await ensureAuthority(pkiDir, validityMs);
   const client = clientTlsFiles(pkiDir);
-  await ensureLeaf(ca, client.certFile, client.keyFile, CLIENT_LEAF, true);
+  await ensureLeaf(ca, client.certFile, client.keyFile, { ...CLIENT_LEAF, validityMs }, true);
 }
 
 /** What `certs` shows of one certificate file. */
@@ -79,7 +81,7 @@ export async function describeCertificate(file: string): Promise<CertificateInfo
 
 const CLIENT_LEAF: Leaf = { subject: 'CN=fastplane', usages: [x509.ExtendedKeyUsage.clientAuth], addresses: [] };
 
-async function ensureAuthority(pkiDir: string): Promise<Authority> {
+async function ensureAuthority(pkiDir: string, validityMs?: number): Promise<Authority> {
   await mkdir(pkiDir, { recursive: true, mode: 0o700 });
   // The CA key lives here: private to the owner even when the folder came from an older version.
   await chmod(pkiDir, 0o700);
@@ -87,31 +89,93 @@ async function ensureAuthority(pkiDir: string): Promise<Authority> {
   const keyFile = join(pkiDir, 'ca.key');
   // A cluster's machines are created in parallel (and maybe by two CLI processes): one CA only.
   return withLock(join(pkiDir, 'ca.lock'), async () => {
-    if (!existsSync(certFile)) {
-      const keys = await generateKeys();
-      const notBefore = new Date();
-      const cert = await x509.X509CertificateGenerator.createSelfSigned({
-        name: 'CN=fastplane-etcd-ca',
-        keys,
-        notBefore,
-        notAfter: new Date(notBefore.getTime() + CA_DAYS * DAY_MS),
-        signingAlgorithm: ALGORITHM,
-        extensions: [
-          new x509.BasicConstraintsExtension(true, 0, true),
-          new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
-          await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
-        ],
-      });
-      await writeFileAtomic(keyFile, await privateKeyPem(keys.privateKey), 0o600);
-      await writeFileAtomic(certFile, cert.toString('pem'));
-    }
-    const ca: Authority = {
-      cert: new x509.X509Certificate(await readFile(certFile, 'utf8')),
-      key: await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(await readFile(keyFile, 'utf8')), ALGORITHM, false, ['sign']),
-    };
+    if (!existsSync(certFile)) await createAuthority(keyFile, certFile, CA_SUBJECT);
+    const ca = await loadAuthority(keyFile, certFile);
     const client = clientTlsFiles(pkiDir);
-    await ensureLeaf(ca, client.certFile, client.keyFile, CLIENT_LEAF);
+    await ensureLeaf(ca, client.certFile, client.keyFile, { ...CLIENT_LEAF, validityMs });
     return ca;
+  });
+}
+
+const CA_SUBJECT = 'CN=fastplane-etcd-ca';
+
+/** A self-signed CA: the key first, so an existing certificate file means a complete pair. */
+async function createAuthority(keyFile: string, certFile: string, subject: string): Promise<void> {
+  const keys = await generateKeys();
+  const notBefore = new Date();
+  const cert = await x509.X509CertificateGenerator.createSelfSigned({
+    name: subject,
+    keys,
+    notBefore,
+    notAfter: new Date(notBefore.getTime() + CA_DAYS * DAY_MS),
+    signingAlgorithm: ALGORITHM,
+    extensions: [
+      new x509.BasicConstraintsExtension(true, 0, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign | x509.KeyUsageFlags.digitalSignature, true),
+      await x509.SubjectKeyIdentifierExtension.create(keys.publicKey),
+    ],
+  });
+  await writeFileAtomic(keyFile, await privateKeyPem(keys.privateKey), 0o600);
+  await writeFileAtomic(certFile, cert.toString('pem'));
+}
+
+/** The SubjectPublicKeyInfo of a private key, to find its certificate in a bundle. */
+async function publicKeyInfo(keyPem: string): Promise<Buffer> {
+  const key = await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(keyPem), ALGORITHM, true, ['sign']);
+  // The private JWK without its private part `d` is the public key.
+  const jwk: webcrypto.JsonWebKey = await webcrypto.subtle.exportKey('jwk', key);
+  delete jwk.d;
+  const pub = await webcrypto.subtle.importKey('jwk', { ...jwk, key_ops: ['verify'] }, ALGORITHM, true, ['verify']);
+  return Buffer.from(await webcrypto.subtle.exportKey('spki', pub));
+}
+
+/**
+ * The signing key and its certificate. `ca.crt` is what members and clients trust: one CA, or during
+ * a rotation (`certs renew --ca`) the old and the new one, so the certificate is the one whose public
+ * key is the key's.
+ */
+async function loadAuthority(keyFile: string, certFile: string): Promise<Authority> {
+  const keyPem = await readFile(keyFile, 'utf8');
+  const certs = x509.PemConverter.decode(await readFile(certFile, 'utf8')).map((der) => new x509.X509Certificate(der));
+  let cert = certs[0];
+  if (certs.length > 1) {
+    const spki = await publicKeyInfo(keyPem);
+    cert = certs.find((c) => Buffer.from(c.publicKey.rawData).equals(spki));
+  }
+  if (!cert) throw new Error(`${certFile} holds no certificate for the key in ${keyFile}`);
+  return { cert, key: await webcrypto.subtle.importKey('pkcs8', x509.PemConverter.decodeFirst(keyPem), ALGORITHM, false, ['sign']) };
+}
+
+/**
+ * CA rotation in three steps, each idempotent (a rerun after a crash repeats the step it stopped in):
+ * `trust` creates the next CA (ca-next.key, ca-next.crt) and makes ca.crt the bundle old + new;
+ * `switch` makes the next CA's key the signing key (leaves issued from then on chain to the new CA);
+ * `finish` leaves only the new CA in ca.crt and removes ca-next.*.
+ */
+export async function rotateAuthority(pkiDir: string, step: 'trust' | 'switch' | 'finish'): Promise<void> {
+  const certFile = join(pkiDir, 'ca.crt');
+  const keyFile = join(pkiDir, 'ca.key');
+  const nextCert = join(pkiDir, 'ca-next.crt');
+  const nextKey = join(pkiDir, 'ca-next.key');
+  await withLock(join(pkiDir, 'ca.lock'), async () => {
+    if (step === 'trust') {
+      // A distinct subject: which CA issued a certificate shows in its issuer.
+      if (!existsSync(nextCert)) await createAuthority(nextKey, nextCert, `${CA_SUBJECT}-${new Date().toISOString().replace(/[-:.]/g, '')}`);
+      const current = await loadAuthority(keyFile, certFile);
+      const next = await readFile(nextCert, 'utf8');
+      await writeFileAtomic(certFile, `${current.cert.toString('pem')}\n${next.trim()}\n`);
+    } else if (step === 'switch') {
+      const current = await readFile(certFile, 'utf8');
+      if (!current.includes((await readFile(nextCert, 'utf8')).trim())) throw new Error(`${certFile} does not trust the next CA yet`);
+      await writeFileAtomic(keyFile, await readFile(nextKey, 'utf8'), 0o600);
+    } else {
+      if (existsSync(nextCert)) {
+        const signing = await loadAuthority(keyFile, certFile);
+        await writeFileAtomic(certFile, `${signing.cert.toString('pem')}\n`);
+      }
+      await rm(nextKey, { force: true });
+      await rm(nextCert, { force: true });
+    }
   });
 }
 
@@ -124,7 +188,7 @@ async function ensureLeaf(ca: Authority, certFile: string, keyFile: string, leaf
     subject: leaf.subject,
     issuer: ca.cert.subject,
     notBefore,
-    notAfter: new Date(notBefore.getTime() + LEAF_DAYS * DAY_MS),
+    notAfter: new Date(notBefore.getTime() + (leaf.validityMs ?? LEAF_DAYS * DAY_MS)),
     signingAlgorithm: ALGORITHM,
     publicKey: keys.publicKey,
     signingKey: ca.key,

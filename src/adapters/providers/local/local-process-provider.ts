@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
@@ -63,7 +63,12 @@ export interface LocalProcessProviderOptions {
    * (local-address-slots.ts). Default: claims of this process only, for tests and tools.
    */
   claims?: AddressClaims;
+  /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
+  certValidityMs?: number | undefined;
 }
+
+/** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
+export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
 
 interface MachineFile {
   cluster: string;
@@ -127,6 +132,7 @@ export class LocalProcessProvider implements InfraProvider {
   private readonly snapshotCount: number;
   private readonly insecure: boolean;
   private readonly honourFailureMarker: boolean;
+  private readonly certValidityMs: number | undefined;
   private readonly slots: AddressSlots;
 
   constructor(options: LocalProcessProviderOptions) {
@@ -141,6 +147,7 @@ export class LocalProcessProvider implements InfraProvider {
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
     this.insecure = options.insecure ?? false;
     this.honourFailureMarker = options.honourFailureMarker ?? false;
+    this.certValidityMs = options.certValidityMs;
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, options.claims);
   }
 
@@ -171,9 +178,9 @@ export class LocalProcessProvider implements InfraProvider {
       createdAt,
       readyAt: createdAt + this.draw(this.provisioningDelay),
     };
-    await mkdir(this.machineDir(cluster, name), { recursive: true });
+    await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     // Before machine.json: a machine on record always has its certificates.
-    if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address);
+    if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address, { validityMs: this.certValidityMs });
     await this.write(machine);
     return { ...this.infra(machine), state: 'Provisioning' };
   }
@@ -204,7 +211,10 @@ export class LocalProcessProvider implements InfraProvider {
     }
     await this.restoreDataDir(machine, dataDir, launch);
     const binary = this.findBinary(launch.version);
-    const log = openSync(join(this.machineDir(cluster, name), 'etcd.log'), 'a');
+    const logFile = join(this.machineDir(cluster, name), 'etcd.log');
+    // etcd logs keys it refuses and peers' addresses: readable by the owner only.
+    const log = openSync(logFile, 'a', 0o600);
+    fchmodSync(log, 0o600);
     try {
       // Detached, with its own log file and no pipe to us, so it outlives the CLI.
       const child = spawn(binary, this.args(machine, dataDir, launch), {
@@ -308,11 +318,35 @@ export class LocalProcessProvider implements InfraProvider {
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.read(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
-    await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true });
+    await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true, validityMs: this.certValidityMs });
   }
 
   async renewClientCertificate(cluster: string): Promise<void> {
-    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster));
+    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster), this.certValidityMs);
+  }
+
+  /** The rolling restart a CA rotation needs next, from its state file; undefined: none in progress. */
+  async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
+    const file = join(this.pkiDir(cluster), 'ca-rotation.json');
+    if (!existsSync(file)) return undefined;
+    return (JSON.parse(await readFile(file, 'utf8')) as { phase: CaRotationPhase }).phase;
+  }
+
+  /**
+   * Moves a CA rotation on: changes the CA files for `phase` (trust: bundle old + new; reissue: sign
+   * with the new key; drop: trust the new CA only) and records the phase, or ends it (undefined).
+   */
+  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
+    const pki = await loadPki();
+    const dir = this.pkiDir(cluster);
+    const file = join(dir, 'ca-rotation.json');
+    if (phase === undefined) {
+      await pki.rotateAuthority(dir, 'finish');
+      await rm(file, { force: true });
+      return;
+    }
+    await pki.rotateAuthority(dir, phase === 'trust' ? 'trust' : phase === 'reissue' ? 'switch' : 'finish');
+    await writeFileAtomic(file, `${JSON.stringify({ phase })}\n`, 0o600);
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */

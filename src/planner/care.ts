@@ -1,0 +1,91 @@
+import type { CareAction, Condition, Wait } from './types.ts';
+import { hasQuorum, type ClusterView } from './view.ts';
+
+/** Certificates are renewed this long before the first of them expires (kubeadm warns 30 days ahead). */
+export const CERTIFICATE_RENEW_BEFORE_MS = 30 * 86_400_000;
+
+const iso = (ms: number): string => new Date(ms).toISOString();
+
+export interface CarePlan {
+  actions: CareAction[];
+  waits: Wait[];
+  conditions: Condition[];
+  /** Time until the next scheduled backup is due, when one is scheduled. */
+  nextDueInMs?: number;
+}
+
+/**
+ * Scheduled backups: due `every` after the newest backup or the last attempt, whichever is later, so
+ * a failing backup is retried on the schedule, not on every pass. Any healthy voter can serve one.
+ */
+function backups(view: ClusterView, out: CarePlan): void {
+  const schedule = view.spec.backup;
+  const seen = view.observed.care?.backups;
+  if (!seen) return;
+  const last = seen.lastAttempt;
+  if (last?.ok === false) {
+    out.conditions.push({ type: 'BackupFailing', status: 'True', reason: 'BackupFailed', message: `the backup at ${iso(last.at)} failed: ${last.message}` });
+  } else if (schedule || last) {
+    const latest = seen.latestAt === undefined ? 'none yet' : `latest at ${iso(seen.latestAt)}`;
+    out.conditions.push({ type: 'BackupFailing', status: 'False', reason: 'BackupsTaken', message: `${String(seen.count)} backups, ${latest}` });
+  }
+  if (!schedule) return;
+  const since = Math.max(seen.latestAt ?? -Infinity, last?.at ?? -Infinity);
+  const dueIn = since === -Infinity ? 0 : since + schedule.everyMs - view.now;
+  out.nextDueInMs = Math.max(0, dueIn);
+  if (dueIn > 0) return;
+  if (!view.membersKnown || !hasQuorum(view)) {
+    out.waits.push({ code: 'BackupDeferred', message: 'a scheduled backup is due; waiting for a healthy voter to take it from' });
+    return;
+  }
+  out.actions.push({ kind: 'TakeBackup', keep: schedule.keep, reason: since === -Infinity ? 'FirstScheduledBackup' : 'BackupDue' });
+}
+
+/**
+ * A NOSPACE alarm makes etcd refuse writes until it is disarmed, and disarming helps only once space is
+ * free again: compact all history, defragment every member one at a time, then disarm. Needs quorum
+ * (compaction is a write through raft) and no learner joining (the defragmentation's health gate).
+ */
+function noSpace(view: ClusterView, out: CarePlan, membershipBusy: boolean): void {
+  const raised = view.observed.alarms.filter((a) => a.alarm === 'NOSPACE');
+  if (raised.length === 0) return;
+  const members = raised.map((a) => view.members.find((m) => m.id === a.memberId)?.name || a.memberId).join(', ');
+  const steps = 'compact all history, defragment every member (leader last), disarm';
+  if (!view.membersKnown || !hasQuorum(view) || view.learners.length > 0 || membershipBusy) {
+    out.waits.push({ code: 'NoSpaceAlarm', message: `NOSPACE alarm raised on ${members}: etcd refuses writes; recovery (${steps}) waits for a quorum of healthy voters and no learner joining` });
+    return;
+  }
+  out.waits.push({ code: 'NoSpaceAlarm', message: `NOSPACE alarm raised on ${members}: etcd refuses writes; recovering: ${steps}` });
+  out.actions.push({ kind: 'RecoverNoSpace', reason: 'NoSpaceAlarm' });
+}
+
+/** The condition 30 days ahead of the first expiry; the renewal itself only on a converged cluster. */
+function certificates(view: ClusterView, out: CarePlan, converged: boolean): void {
+  const certs = view.observed.care?.certificates;
+  if (!certs) return;
+  const left = certs.earliestExpiry - view.now;
+  const soon = left <= CERTIFICATE_RENEW_BEFORE_MS;
+  const when = `${certs.file} expires first, at ${iso(certs.earliestExpiry)}`;
+  out.conditions.push({
+    type: 'CertificatesExpiringSoon',
+    status: soon ? 'True' : 'False',
+    reason: soon ? (left <= 0 ? 'CertificatesExpired' : 'RenewalDue') : 'CertificatesValid',
+    message: soon ? `${when}: renewing (members restarted one at a time)` : when,
+  });
+  if (!soon) return;
+  // A renewal restarts every member: never on top of a membership change, a repair or an alarm.
+  if (!converged) {
+    out.waits.push({ code: 'CertificateRenewalDeferred', message: `${when}; renewal waits until the cluster has converged` });
+    return;
+  }
+  out.actions.push({ kind: 'RenewCertificates', reason: left <= 0 ? 'CertificatesExpired' : 'CertificatesExpiringSoon' });
+}
+
+/** Day-2 care from the observation: backups on schedule, NOSPACE recovery, certificate renewal. Pure. */
+export function planCare(view: ClusterView, state: { converged: boolean; membershipBusy: boolean }): CarePlan {
+  const out: CarePlan = { actions: [], waits: [], conditions: [] };
+  backups(view, out);
+  noSpace(view, out, state.membershipBusy);
+  certificates(view, out, state.converged);
+  return out;
+}

@@ -1,0 +1,89 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { CERTIFICATE_RENEW_BEFORE_MS } from '../../src/planner/care.ts';
+import { plan } from '../../src/planner/plan.ts';
+import type { CareAction, ConditionType, Decision, Observed, ObservedCare } from '../../src/planner/types.ts';
+import { healthyCluster, healthyObserved, machine, memberIdOf, NOW, observed, spec, voter } from '../support/observed.ts';
+
+const EVERY = 2000;
+const DAY = 86_400_000;
+const scheduled = spec({ backup: { everyMs: EVERY, keep: 3 } });
+
+function withCare(o: Observed, care: ObservedCare): Observed {
+  return { ...o, care };
+}
+
+function careKinds(d: Decision): CareAction['kind'][] {
+  return (d.careActions ?? []).map((a) => a.kind);
+}
+
+function conditionOf(d: Decision, type: ConditionType): Decision['conditions'][number] | undefined {
+  return d.conditions.find((c) => c.type === type);
+}
+
+describe('planner: scheduled backups', () => {
+  test('due from the newest backup or the last attempt, whichever is later; converged either way', () => {
+    const cases: { name: string; backups: NonNullable<ObservedCare['backups']>; due: boolean }[] = [
+      { name: 'no backup yet', backups: { count: 0 }, due: true },
+      { name: 'newest just taken', backups: { count: 1, latestAt: NOW - 500 }, due: false },
+      { name: 'newest older than every', backups: { count: 1, latestAt: NOW - EVERY }, due: true },
+      { name: 'a failed attempt just now holds the retry to the schedule', backups: { count: 1, latestAt: NOW - 10 * EVERY, lastAttempt: { at: NOW - 100, ok: false, message: 'EACCES' } }, due: false },
+      { name: 'a failed attempt one period ago', backups: { count: 1, latestAt: NOW - 10 * EVERY, lastAttempt: { at: NOW - EVERY, ok: false, message: 'EACCES' } }, due: true },
+    ];
+    for (const c of cases) {
+      const d = plan(scheduled, withCare(healthyObserved(3), { backups: c.backups }), NOW);
+      assert.deepEqual(careKinds(d), c.due ? ['TakeBackup'] : [], c.name);
+      assert.equal(d.converged, true, `${c.name}: care does not count against convergence`);
+      if (!c.due) assert.ok(d.requeueAfterMs <= EVERY, `${c.name}: looks again by the time the next one is due`);
+    }
+  });
+
+  test('no schedule, nothing taken; no quorum, the backup waits', () => {
+    assert.deepEqual(careKinds(plan(spec(), withCare(healthyObserved(3), { backups: { count: 0 } }), NOW)), []);
+    const { machines, members } = healthyCluster(3);
+    const down = members.map((m, i) => (i === 0 ? m : { ...m, status: { ok: false as const, error: 'timeout' } }));
+    const d = plan(scheduled, withCare(observed({ machines, members: down }), { backups: { count: 0 } }), NOW);
+    assert.deepEqual(careKinds(d), []);
+    assert.ok(d.waits.some((w) => w.code === 'BackupDeferred'), JSON.stringify(d.waits));
+  });
+
+  test('BackupFailing is True after a failed attempt, with its message, and False after a good one', () => {
+    const failing = plan(scheduled, withCare(healthyObserved(3), { backups: { count: 2, latestAt: NOW - 5000, lastAttempt: { at: NOW - 100, ok: false, message: 'permission denied' } } }), NOW);
+    assert.equal(conditionOf(failing, 'BackupFailing')?.status, 'True');
+    assert.match(conditionOf(failing, 'BackupFailing')?.message ?? '', /permission denied/);
+    const fine = plan(scheduled, withCare(healthyObserved(3), { backups: { count: 3, latestAt: NOW - 100, lastAttempt: { at: NOW - 100, ok: true, message: 'ok' } } }), NOW);
+    assert.equal(conditionOf(fine, 'BackupFailing')?.status, 'False');
+  });
+});
+
+describe('planner: certificates expiring soon', () => {
+  test('True 30 days ahead of the first expiry; renewed only on a converged cluster', () => {
+    const file = '/pki/t-1/server.crt';
+    const far = plan(spec(), withCare(healthyObserved(3), { certificates: { earliestExpiry: NOW + CERTIFICATE_RENEW_BEFORE_MS + DAY, file } }), NOW);
+    assert.equal(conditionOf(far, 'CertificatesExpiringSoon')?.status, 'False');
+    assert.deepEqual(careKinds(far), []);
+    const soon = plan(spec(), withCare(healthyObserved(3), { certificates: { earliestExpiry: NOW + CERTIFICATE_RENEW_BEFORE_MS - DAY, file } }), NOW);
+    assert.equal(conditionOf(soon, 'CertificatesExpiringSoon')?.status, 'True');
+    assert.match(conditionOf(soon, 'CertificatesExpiringSoon')?.message ?? '', /server\.crt/);
+    assert.deepEqual(careKinds(soon), ['RenewCertificates']);
+    // Scaling up: the renewal, which restarts every member, waits.
+    const scaling = plan(spec({ replicas: 5 }), withCare(healthyObserved(3), { certificates: { earliestExpiry: NOW + DAY, file } }), NOW);
+    assert.deepEqual(careKinds(scaling), []);
+    assert.ok(scaling.waits.some((w) => w.code === 'CertificateRenewalDeferred'));
+  });
+});
+
+describe('planner: NOSPACE alarm', () => {
+  test('recovery is planned with its reasons while the alarm is raised and quorum holds; the cluster is not converged', () => {
+    const alarms = [{ memberId: memberIdOf('t-1'), alarm: 'NOSPACE' as const }];
+    const d = plan(spec(), observed({ ...healthyCluster(3), alarms }), NOW);
+    assert.deepEqual(careKinds(d), ['RecoverNoSpace']);
+    assert.equal(d.converged, false);
+    const wait = d.waits.find((w) => w.code === 'NoSpaceAlarm');
+    assert.match(wait?.message ?? '', /compact all history, defragment every member \(leader last\), disarm/);
+    // A learner joining: the defragmentation's health gate would refuse, so recovery waits.
+    const { machines, members } = healthyCluster(3);
+    const joining = observed({ machines: [...machines, machine('t-4', { phase: 'Learner' })], members: [...members, { ...voter('t-4'), isLearner: true }], alarms });
+    assert.deepEqual(careKinds(plan(spec({ replicas: 5 }), joining, NOW)), []);
+  });
+});
