@@ -2,6 +2,8 @@
 # Installs the tools the tests need besides etcd; idempotent, for root on Debian bookworm.
 #  - chromium: test/e2e/report.test.ts renders the timeline report headless (--dump-dom, --screenshot)
 #    to check that the HTML really renders and to refresh docs/timeline.png.
+#  - sshd, nft: scripts/netlab.sh, the network lab of the ssh provider's tests: one sshd per host in its
+#    own network namespace, and network faults (partitions, packet loss) as nftables rules.
 # Each tool is a command the tests run and the Debian packages that provide it; only missing ones are
 # installed. apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
@@ -12,6 +14,8 @@ source "$(dirname "$0")/lib.sh"
 # "command package..." per line.
 TOOLS=(
   "chromium chromium fonts-dejavu-core"
+  "sshd openssh-server"
+  "nft nftables"
 )
 
 missing=()
