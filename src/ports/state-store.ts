@@ -43,7 +43,27 @@ export interface StateStore {
   getLease(cluster: string): Promise<LeaseRecord | undefined>;
   /** Asks the holder to stop (`fastplane down`); it sees the request when it next renews. */
   requestStop(cluster: string, token: string): Promise<void>;
+
+  /** Calls onChange(cluster) soon (well under 1 s) after any process stores a new generation of that
+   *  cluster's spec or deletes it; also once per existing cluster right after the watch starts. */
+  watchSpecs(onChange: (cluster: string) => void): SpecWatch;
+  /** Claims `key` in `pool` for `owner`: true when owner holds it after the call (new or already). */
+  claim(pool: string, key: string, owner: string): Promise<boolean>;
+  /** Releases the claim when `owner` holds it; otherwise does nothing. */
+  releaseClaim(pool: string, key: string, owner: string): Promise<void>;
+  listClaims(pool: string): Promise<ResourceClaim[]>;
   close(): Promise<void>;
+}
+
+export interface SpecWatch {
+  close(): Promise<void>;
+}
+
+/** A resource (an address slot, say) taken by one owner, for every process that uses the store. */
+export interface ResourceClaim {
+  pool: string;
+  key: string;
+  owner: string;
 }
 
 export interface AppliedSpec {

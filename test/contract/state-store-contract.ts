@@ -71,13 +71,46 @@ async function snapshot(store: StateStore, cluster: string) {
   return { cp: await store.getControlPlane(cluster), machines: await store.listMachines(cluster), events: await store.listEvents(cluster) };
 }
 
+/**
+ * Collects a spec watch's calls and waits for a given cluster to be reported: within a second, as the
+ * port promises (a watch that never reports fails the case instead of hanging it).
+ */
+function recorder() {
+  const seen: string[] = [];
+  const waiting: { cluster: string; resolve: () => void }[] = [];
+  return {
+    seen,
+    onChange: (cluster: string) => {
+      seen.push(cluster);
+      for (const w of waiting.filter((item) => item.cluster === cluster)) w.resolve();
+    },
+    /** Resolves once `cluster` is reported after the call (earlier reports do not count). */
+    next: (cluster: string): Promise<void> =>
+      new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          reject(new Error(`the watch did not report ${cluster} within 1 s (saw: ${seen.join(', ') || 'nothing'})`));
+        }, 1_000);
+        waiting.push({ cluster, resolve: () => { clearTimeout(timer); resolve(); } });
+      }),
+  };
+}
+
+export interface StateStoreFixture {
+  store: StateStore;
+  /** Another connection to the same records, as a second process would open (default: the same store). */
+  connect?(): StateStore;
+  cleanup(): void | Promise<void>;
+}
+
 /** Registers the cases every StateStore implementation must pass; each case gets a fresh store. */
-export function defineStateStoreContract(label: string, make: () => { store: StateStore; cleanup(): void | Promise<void> }): void {
-  const withStore = (body: (store: StateStore) => Promise<void>) => async () => {
-    const fixture = make();
+export function defineStateStoreContract(label: string, make: () => StateStoreFixture | Promise<StateStoreFixture>): void {
+  const withStore = (body: (store: StateStore, other: StateStore) => Promise<void>) => async () => {
+    const fixture = await make();
+    const other = fixture.connect?.() ?? fixture.store;
     try {
-      await body(fixture.store);
+      await body(fixture.store, other);
     } finally {
+      if (other !== fixture.store) await other.close();
       await fixture.cleanup();
     }
   };
@@ -295,6 +328,57 @@ export function defineStateStoreContract(label: string, make: () => { store: Sta
         assert.equal((await store.getControlPlane('alpha'))?.manifest.spec.replicas, 3);
         assert.deepEqual(await store.listMachines('alpha'), [fullMachine('alpha', 1)]);
         assert.equal((await store.listEvents('alpha'))[0]?.message, 'Scaled at 100');
+      }),
+    );
+
+    test(
+      'watchSpecs reports existing clusters, then every new generation and deletion stored by another connection',
+      withStore(async (store, other) => {
+        await store.applySpec(manifest('alpha'), T0);
+        const calls = recorder();
+        const initial = calls.next('alpha');
+        const watch = store.watchSpecs(calls.onChange);
+        try {
+          await initial;
+          const created = calls.next('beta');
+          await other.applySpec(manifest('beta'), T0 + 1);
+          await created;
+          const scaled = calls.next('alpha');
+          await other.applySpec(manifest('alpha', 5), T0 + 2);
+          await scaled;
+          const deleted = calls.next('beta');
+          assert.equal(await other.acquireLease('beta', holder('deleter'), T0 + 3), true);
+          await other.deleteControlPlane({ cluster: 'beta', token: 'deleter' });
+          await deleted;
+        } finally {
+          await watch.close();
+        }
+        const before = calls.seen.length;
+        await other.applySpec(manifest('gamma'), T0 + 4);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        assert.equal(calls.seen.length, before, `no call after close (saw ${calls.seen.slice(before).join(', ')})`);
+      }),
+    );
+
+    test(
+      'claims are exclusive across connections, idempotent for their owner, per pool, and released only by it',
+      withStore(async (store, other) => {
+        assert.equal(await store.claim('slots', 'k1', 'one'), true);
+        assert.equal(await other.claim('slots', 'k1', 'two'), false, 'another owner is refused');
+        assert.equal(await store.claim('slots', 'k1', 'one'), true, 'the owner claiming again still holds it');
+        assert.equal(await other.claim('other-pool', 'k1', 'two'), true, 'pools are separate');
+        assert.deepEqual(await other.listClaims('slots'), [{ pool: 'slots', key: 'k1', owner: 'one' }]);
+        await other.releaseClaim('slots', 'k1', 'two');
+        assert.deepEqual(await store.listClaims('slots'), [{ pool: 'slots', key: 'k1', owner: 'one' }], 'a non-owner releases nothing');
+        await store.releaseClaim('slots', 'k1', 'one');
+        assert.deepEqual(await other.listClaims('slots'), []);
+        // Racing claims of one key from both connections: exactly one owner wins.
+        const owners = ['a', 'b', 'c', 'd', 'e', 'f'];
+        const won = await Promise.all(owners.map((owner, i) => (i % 2 === 0 ? store : other).claim('slots', 'k2', owner)));
+        assert.equal(won.filter(Boolean).length, 1, `one winner: ${won.join(',')}`);
+        const winner = owners[won.indexOf(true)];
+        assert.deepEqual(await store.listClaims('slots'), [{ pool: 'slots', key: 'k2', owner: winner }]);
+        assert.deepEqual((await other.listClaims('other-pool')).map((c) => c.owner), ['two']);
       }),
     );
   });

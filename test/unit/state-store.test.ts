@@ -21,6 +21,7 @@ defineStateStoreContract('sqlite', () => {
   const store = openStateStore(dir);
   return {
     store,
+    connect: () => openStateStore(dir),
     cleanup: async () => {
       await store.close();
       rmSync(dir, { recursive: true, force: true });
@@ -144,6 +145,7 @@ describe('SqliteStateStore', () => {
     assert.equal((await store.getControlPlane('alpha'))?.generation, 1);
     assert.equal(await store.getLease('alpha'), undefined, 'a PID-only lease cannot be judged by time: dropped');
     assert.equal(await store.acquireLease('alpha', holder('new'), Date.now()), true);
+    assert.equal(await store.claim('slots', '1', 'alpha'), true, 'the claims table was added');
   });
 
   test('refuses a database from a newer schema version', async (t) => {

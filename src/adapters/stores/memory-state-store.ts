@@ -8,6 +8,8 @@ import {
   type AppliedSpec,
   type LeaseHolder,
   type LeaseRecord,
+  type ResourceClaim,
+  type SpecWatch,
   type StateStore,
   type StoreWrite,
   type WriterLease,
@@ -46,6 +48,9 @@ export class MemoryStateStore implements StateStore {
   private events: EventRecord[] = [];
   private eventSeq = 0;
   private leases = new Map<string, LeaseRecord>();
+  /** pool -> key -> owner. */
+  private claims = new Map<string, Map<string, string>>();
+  private watchers = new Set<(cluster: string) => void>();
   private readonly isHolderAlive: (pid: number) => boolean;
   private readonly host = hostname();
 
@@ -90,7 +95,10 @@ export class MemoryStateStore implements StateStore {
 
   applySpec(manifest: ControlPlane, now: number): Promise<AppliedSpec> {
     const applied = applySpecTo(this.controlPlanes.get(manifest.metadata.name), manifest, now);
-    if (applied.changed) this.controlPlanes.set(applied.record.name, copy(applied.record));
+    if (applied.changed) {
+      this.controlPlanes.set(applied.record.name, copy(applied.record));
+      this.notify(applied.record.name);
+    }
     return Promise.resolve({ ...applied, record: copy(applied.record) });
   }
 
@@ -147,6 +155,7 @@ export class MemoryStateStore implements StateStore {
     this.machines.delete(lease.cluster);
     this.events = this.events.filter((event) => event.cluster !== lease.cluster);
     this.leases.delete(lease.cluster);
+    this.notify(lease.cluster);
     return Promise.resolve();
   }
 
@@ -182,8 +191,49 @@ export class MemoryStateStore implements StateStore {
     return Promise.resolve();
   }
 
+  watchSpecs(onChange: (cluster: string) => void): SpecWatch {
+    // Calls come from a later task, never from inside the caller's own applySpec: a callback that
+    // reads or writes the store must not run in the middle of a store call.
+    const watcher = (cluster: string) => {
+      setImmediate(() => {
+        if (this.watchers.has(watcher)) onChange(cluster);
+      });
+    };
+    this.watchers.add(watcher);
+    for (const name of this.controlPlanes.keys()) watcher(name);
+    return {
+      close: () => {
+        this.watchers.delete(watcher);
+        return Promise.resolve();
+      },
+    };
+  }
+
+  claim(pool: string, key: string, owner: string): Promise<boolean> {
+    const claims = this.claims.get(pool) ?? new Map<string, string>();
+    this.claims.set(pool, claims);
+    const current = claims.get(key);
+    if (current === undefined) claims.set(key, owner);
+    return Promise.resolve((current ?? owner) === owner);
+  }
+
+  releaseClaim(pool: string, key: string, owner: string): Promise<void> {
+    const claims = this.claims.get(pool);
+    if (claims?.get(key) === owner) claims.delete(key);
+    return Promise.resolve();
+  }
+
+  listClaims(pool: string): Promise<ResourceClaim[]> {
+    const claims = [...(this.claims.get(pool) ?? new Map<string, string>()).entries()];
+    return Promise.resolve(claims.sort(([a], [b]) => compareText(a, b)).map(([key, owner]) => ({ pool, key, owner })));
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
+  }
+
+  private notify(cluster: string): void {
+    for (const watcher of this.watchers) watcher(cluster);
   }
 
   private isFree(lease: LeaseRecord, now: number): boolean {

@@ -11,11 +11,14 @@ import {
   type AppliedSpec,
   type LeaseHolder,
   type LeaseRecord,
+  type ResourceClaim,
+  type SpecWatch,
   type StateStore,
   type StoreWrite,
   type WriterLease,
 } from '../../ports/state-store.ts';
 import { isProcessAlive } from '../providers/local/process-status.ts';
+import { watchSqliteSpecs } from './sqlite-spec-watch.ts';
 
 /**
  * Schema migrations, applied in order; the database's `PRAGMA user_version` counts how many ran.
@@ -57,6 +60,15 @@ const MIGRATIONS: readonly string[] = [
   CREATE TABLE leases (
     cluster TEXT PRIMARY KEY NOT NULL,
     record TEXT NOT NULL
+  );
+  `,
+  // Resource claims (address slots and the like), shared by every process using this file.
+  `
+  CREATE TABLE claims (
+    pool TEXT NOT NULL,
+    key TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    PRIMARY KEY (pool, key)
   );
   `,
 ];
@@ -172,6 +184,10 @@ function prepareStatements(db: Database.Database) {
       `INSERT INTO leases (cluster, record) VALUES (?, ?) ON CONFLICT (cluster) DO UPDATE SET record = excluded.record`,
     ),
     deleteLease: db.prepare<[string]>('DELETE FROM leases WHERE cluster = ?'),
+    insertClaim: db.prepare<[string, string, string]>('INSERT INTO claims (pool, key, owner) VALUES (?, ?, ?) ON CONFLICT (pool, key) DO NOTHING'),
+    getClaim: db.prepare<[string, string], { owner: string }>('SELECT owner FROM claims WHERE pool = ? AND key = ?'),
+    deleteClaim: db.prepare<[string, string, string]>('DELETE FROM claims WHERE pool = ? AND key = ? AND owner = ?'),
+    listClaims: db.prepare<[string], ResourceClaim>('SELECT pool, key, owner FROM claims WHERE pool = ? ORDER BY key'),
   };
 }
 
@@ -181,7 +197,7 @@ export class SqliteStateStore implements StateStore {
   private readonly statements: ReturnType<typeof prepareStatements>;
   private readonly host = hostname();
 
-  constructor(path: string) {
+  constructor(private readonly path: string) {
     mkdirSync(dirname(path), { recursive: true });
     this.db = new Database(path);
     try {
@@ -342,6 +358,29 @@ export class SqliteStateStore implements StateStore {
         if (current?.token === token) this.writeLease({ ...current, stopRequested: true });
       }); },
     );
+  }
+
+  watchSpecs(onChange: (cluster: string) => void): SpecWatch {
+    return watchSqliteSpecs(this.path, onChange);
+  }
+
+  claim(pool: string, key: string, owner: string): Promise<boolean> {
+    return settle(() =>
+      this.immediate(() => {
+        this.statements.insertClaim.run(pool, key, owner);
+        return this.statements.getClaim.get(pool, key)?.owner === owner;
+      }),
+    );
+  }
+
+  releaseClaim(pool: string, key: string, owner: string): Promise<void> {
+    return settle(() => {
+      this.statements.deleteClaim.run(pool, key, owner);
+    });
+  }
+
+  listClaims(pool: string): Promise<ResourceClaim[]> {
+    return settle(() => this.statements.listClaims.all(pool));
   }
 
   close(): Promise<void> {
