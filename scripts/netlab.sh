@@ -122,6 +122,7 @@ UsePAM no
 StrictModes no
 MaxSessions 64
 MaxStartups 64
+Subsystem sftp internal-sftp
 EOF
     echo "$(addr "$i") $(cut -d' ' -f1,2 "$h/ssh_host_ed25519_key.pub")" >>"$DIR/known_hosts"
     # sshd in the host's network namespace and in a mount namespace of its own where the host's base

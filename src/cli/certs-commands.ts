@@ -29,7 +29,7 @@ function printCertificates(list: CertificateInfo[], format: string): void {
 async function renew(ctx: CliContext, name: string): Promise<number> {
   const manifest = await storedManifest(ctx, name);
   if (manifest.spec.provider.insecure) throw new InvalidInputError([`control plane ${name} runs without TLS (spec.provider.insecure): it has no certificates to renew`]);
-  const provider = ctx.provider(manifest);
+  const provider = ctx.localProvider(manifest);
   const renewed = await underLeaseWithClients(ctx, manifest, 'certificate renewal', async ({ admin }, writer) => {
     const cp = await ctx.store.getControlPlane(name);
     if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.stateDir}`]);
