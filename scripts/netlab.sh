@@ -19,7 +19,8 @@
 # lab, so tests and a demo can each have their own; every name starts with `fpl-L`.
 #
 # Each host's sshd runs in its own mount namespace with the host's private directory bind-mounted on
-# /var/lib/fastplane, so the hosts look separate to the provider: its default baseDir is per host.
+# /var/lib/fastplane, so the hosts look separate to the provider: its default baseDir is per host. Each
+# host also has its own empty /root, so root's shell start-up files here never run on the hosts.
 set -euo pipefail
 
 LAB=${FPL_LAB:-0}
@@ -100,7 +101,7 @@ up() {
   local i h
   for i in $(seq 1 "$n"); do
     h="$DIR/hosts/$i"
-    mkdir -p "$h/base"
+    mkdir -p "$h/base" "$h/home"
     chmod 700 "$h"
     ip netns add "$(ns "$i")"
     ip link add "fpl-$LAB-v$i" type veth peer name eth0 netns "$(ns "$i")"
@@ -128,7 +129,7 @@ EOF
     # sshd in the host's network namespace and in a mount namespace of its own where the host's base
     # dir is /var/lib/fastplane; every command run over ssh inherits both.
     ip netns exec "$(ns "$i")" unshare --mount --propagation private \
-      sh -c "mount --bind '$h/base' '$BASE_DIR' && exec /usr/sbin/sshd -D -e -f '$h/sshd_config'" \
+      sh -c "mount --bind '$h/base' '$BASE_DIR' && mount --bind '$h/home' /root && exec /usr/sbin/sshd -D -e -f '$h/sshd_config'" \
       >"$h/sshd.log" 2>&1 &
     echo $! >"$h/pid"
   done
