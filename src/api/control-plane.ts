@@ -82,7 +82,9 @@ const SpecSchema = z
   })
   .strict()
   .superRefine((spec, ctx) => {
-    checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, (path, message) => ctx.addIssue({ code: 'custom', path, message }));
+    checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, (path, message) => {
+      ctx.addIssue({ code: 'custom', path, message });
+    });
     if (spec.etcd.maxLearners > 1 && compareVersions(spec.version, '3.6.0') < 0) {
       ctx.addIssue({
         code: 'custom',

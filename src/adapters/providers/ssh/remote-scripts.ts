@@ -76,7 +76,8 @@ export function stopScript(m: RemoteMember, graceMs: number): string {
 
 /** Stops the member at once and removes everything of it on the host. */
 export function wipeScript(m: RemoteMember): string {
-  return `${stopScript(m, 0)}\nrm -rf ${q(m.dir)}`;
+  // The stop runs in a subshell: its early `exit 0` (nothing running) must not skip the removal.
+  return `(\n${stopScript(m, 0)}\n) && rm -rf ${q(m.dir)}`;
 }
 
 /** Writes files (base64 content) with the given modes into dirs created 0700; atomically per file. */

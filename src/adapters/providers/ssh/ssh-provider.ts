@@ -95,8 +95,23 @@ export class SshProvider implements InfraProvider {
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     await this.write(machine);
+    const failure = await this.provision(machine);
+    if (failure !== undefined) throw failure;
+    return this.describeFile(machine);
+  }
+
+  /**
+   * Moves a Provisioning machine on: a host (or stays Provisioning while every host is taken, as a
+   * rollout's surge machine does until the machine it replaces gives its host back), then the checks,
+   * the binary and the certificates. A failure leaves it Failed with the reason, and is returned.
+   */
+  private async provision(machine: SshMachineFile): Promise<Error | undefined> {
     try {
-      machine.host ??= await this.acquireHost(machine);
+      if (machine.host === undefined) {
+        const host = await this.acquireHost(machine);
+        if (host === undefined) return undefined;
+        machine.host = host;
+      }
       machine.hooked = this.options.provision !== undefined;
       machine.clientURL = `https://${machine.host.address}:${String(CLIENT_PORT)}`;
       machine.peerURL = `https://${machine.host.address}:${String(PEER_PORT)}`;
@@ -105,16 +120,16 @@ export class SshProvider implements InfraProvider {
       await this.ensureBinary(machine.host, this.options.version);
       await this.installCertificates(machine, machine.host);
       machine.state = 'Provisioned';
+      delete machine.failureMessage;
       await this.write(machine);
+      return undefined;
     } catch (error) {
-      // The machine is on record as Failed with the reason; the planner replaces it, and delete
-      // gives its host back.
+      // On record as Failed with the reason: the planner replaces it, and delete gives its host back.
       machine.state = 'Failed';
       machine.failureMessage = error instanceof Error ? error.message : String(error);
       await this.write(machine);
-      throw error;
+      return error instanceof Error ? error : new Error(String(error));
     }
-    return this.describeFile(machine);
   }
 
   async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
@@ -191,7 +206,7 @@ export class SshProvider implements InfraProvider {
   }
 
   /** The create hook's host, or a free host of the inventory (its failure domain first), claimed. */
-  private async acquireHost(machine: SshMachineFile): Promise<SshTarget> {
+  private async acquireHost(machine: SshMachineFile): Promise<SshTarget | undefined> {
     const me = owner(machine);
     if (this.options.provision !== undefined) {
       const answer = await runCreateHook(this.options.provision.create, this.hookRequest(machine), this.options.provision.timeoutMs);
@@ -208,7 +223,7 @@ export class SshProvider implements InfraProvider {
     for (const host of ordered) {
       if (await this.options.claims.claim(HOST_POOL, hostKey(host), me)) return host;
     }
-    throw new Error(`no free host: all ${String(this.options.hosts.length)} hosts of spec.provider.hosts are taken`);
+    return undefined;
   }
 
   /** Reachable, Linux, and nothing but maybe our own member on 2379/2380. */
@@ -257,7 +272,10 @@ export class SshProvider implements InfraProvider {
       [local.peerKeyFile, remote.peerKeyFile, 0o600],
     ];
     const files = await Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) })));
-    const result = await this.ssh.exec(host, writeFilesScript(files));
+    // A machine being provisioned has never run: whatever a machine of the same name left on this
+    // host (a crash before its wipe) is not its data, and etcd must not start from it.
+    const member = remoteMember(this.options.baseDir, machine.cluster, machine.name);
+    const result = await this.ssh.exec(host, `${wipeScript(member)}\n${writeFilesScript(files)}`);
     if (result.code !== 0) throw new Error(`writing certificates to ${host.address} failed: ${result.stderr.trim()}`);
   }
 
@@ -265,6 +283,14 @@ export class SshProvider implements InfraProvider {
     const key = owner(machine);
     const base = { name: machine.name, address: machine.host?.address ?? '', clientURL: machine.clientURL, peerURL: machine.peerURL };
     if (machine.deleting === true) return { ...base, state: 'Deleting', memberRunning: this.lastSeen.get(key)?.memberRunning ?? false };
+    if (machine.state === 'Provisioning') {
+      await this.provision(machine);
+      // No host and no failure: every host is taken for now.
+      if (machine.host === undefined && machine.failureMessage === undefined) {
+        return { ...base, state: 'Provisioning', memberRunning: false, failureMessage: `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken` };
+      }
+      return this.describeFile(machine);
+    }
     if (machine.state !== 'Provisioned' || machine.host === undefined) {
       return { ...base, state: machine.state, memberRunning: false, ...(machine.failureMessage === undefined ? {} : { failureMessage: machine.failureMessage }) };
     }
