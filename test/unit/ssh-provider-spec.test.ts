@@ -12,7 +12,9 @@ import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.t
 import { problemsOf } from '../support/problems.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-ssh-spec-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
 const key = join(dir, 'id');
 const knownHosts = join(dir, 'known_hosts');
 writeFileSync(key, 'not used by these tests');
@@ -43,7 +45,7 @@ describe('ssh provider spec', () => {
 
   test('key files are required, and ssh fields on another provider are refused', () => {
     const problems = problemsOf(() => validateControlPlane({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 't' }, spec: { provider: { name: 'ssh', hosts: hosts(4) } } }));
-    assert.deepEqual(problems.sort(), ['spec.provider.identityFile: is required for provider ssh (the private key fastplane logs in with)', 'spec.provider.knownHostsFile: is required for provider ssh (host keys are always verified)']);
+    assert.deepEqual([...problems].sort(), ['spec.provider.identityFile: is required for provider ssh (the private key fastplane logs in with)', 'spec.provider.knownHostsFile: is required for provider ssh (host keys are always verified)']);
     assert.deepEqual(problemsOf(() => validateControlPlane({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 't' }, spec: { provider: { hosts: hosts(4) } } })), ['spec.provider.hosts: only for provider ssh (this is local-process)']);
   });
 
