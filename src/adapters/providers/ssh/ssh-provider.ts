@@ -160,8 +160,14 @@ export class SshProvider implements InfraProvider {
     if (!machine) return;
     if (machine.deleting !== true) await this.write({ ...machine, deleting: true });
     if (machine.host !== undefined) {
-      const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, cluster, name)));
-      if (result.code !== 0) throw new Error(`wiping ${cluster}/${name} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+      try {
+        const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, cluster, name)));
+        if (result.code !== 0) throw new Error(`wiping ${cluster}/${name} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+      } catch (error) {
+        // A machine that never got past provisioning never ran a member: a host we cannot reach (or
+        // whose key we refuse) holds at most its files, and the next machine there starts by wiping them.
+        if (machine.state === 'Provisioned') throw error;
+      }
       if (machine.hooked === true && this.options.provision?.delete !== undefined) {
         await runHook('delete', this.options.provision.delete, { ...this.hookRequest(machine), address: machine.host.address }, this.options.provision.timeoutMs);
       }
