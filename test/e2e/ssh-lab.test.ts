@@ -18,7 +18,11 @@ const lab = new NetLab(LAB);
 const env = new CliEnv('127.61');
 let info: LabInfo;
 
+/** Seconds each step took, printed as JSON at the end. */
+const seconds: Record<string, number> = {};
+
 function expectOk(run: CliRun, what: string): void {
+  seconds[what] = run.ms / 1000;
   assert.equal(run.code, 0, `${what} exited ${String(run.code)}:\n${run.stderr.slice(-3000)}`);
 }
 
@@ -99,5 +103,6 @@ describe('ssh provider on the network lab', { timeout: 900_000 }, () => {
       assert.ok(!existsSync(clusterDir) || readdirSync(clusterDir).length === 0, `${host.address} still holds ${clusterDir}`);
     }
     assert.equal(readdirSync(join(info.dir, 'taken')).length, 0, 'every host was given back through the delete hook');
+    console.log(JSON.stringify({ sshLabSeconds: seconds }));
   });
 });
