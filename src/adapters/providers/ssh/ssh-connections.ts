@@ -99,24 +99,45 @@ export class SshConnections {
     const client = await this.connect(target);
     const timeoutMs = options.timeoutMs ?? 30_000;
     return new Promise<ExecResult>((resolve, reject) => {
+      // Settles exactly once: on the command's end, its deadline, or the connection dying under it
+      // (a partition ends it through keepalives, and ssh2 then never calls back or closes the channel).
+      let settled = false;
+      const finish = (settle: () => void): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        client.off('close', onClose);
+        settle();
+      };
+      const timer = setTimeout(() => {
+        finish(() => {
+          // A host that stops answering mid-command: the connection is suspect, open a new one next time.
+          this.drop(target, client);
+          reject(new SshUnreachableError(`ssh ${targetKey(target)}: no answer within ${String(timeoutMs)} ms`));
+        });
+      }, timeoutMs);
+      const onClose = (): void => {
+        finish(() => {
+          reject(new SshUnreachableError(`ssh ${targetKey(target)}: connection lost`));
+        });
+      };
+      client.once('close', onClose);
       client.exec(command, (error: Error | undefined, channel: ClientChannel) => {
         if (error) {
-          this.drop(target, client);
-          reject(new SshUnreachableError(`ssh ${targetKey(target)}: ${error.message}`));
+          finish(() => {
+            this.drop(target, client);
+            reject(new SshUnreachableError(`ssh ${targetKey(target)}: ${error.message}`));
+          });
           return;
         }
         let stdout = '';
         let stderr = '';
-        const timer = setTimeout(() => {
-          // A host that stops answering mid-command: the connection is suspect, open a new one next time.
-          this.drop(target, client);
-          reject(new SshUnreachableError(`ssh ${targetKey(target)}: no answer within ${String(timeoutMs)} ms`));
-        }, timeoutMs);
         channel.on('data', (data: Buffer) => (stdout += data.toString()));
         channel.stderr.on('data', (data: Buffer) => (stderr += data.toString()));
         channel.on('close', (code: number | null) => {
-          clearTimeout(timer);
-          resolve({ code: code ?? 255, stdout, stderr });
+          finish(() => {
+            resolve({ code: code ?? 255, stdout, stderr });
+          });
         });
         if (options.stdin !== undefined) channel.end(options.stdin);
         else channel.end();
@@ -128,12 +149,17 @@ export class SshConnections {
   async upload(target: SshTarget, localPath: string, remotePath: string): Promise<void> {
     const client = await this.connect(target);
     await new Promise<void>((resolve, reject) => {
+      const onClose = (): void => {
+        reject(new SshUnreachableError(`sftp ${targetKey(target)}: connection lost`));
+      };
+      client.once('close', onClose);
       client.sftp((error, sftp) => {
         if (error) {
           reject(new SshUnreachableError(`sftp ${targetKey(target)}: ${error.message}`));
           return;
         }
         sftp.fastPut(localPath, remotePath, { mode: 0o700 }, (putError) => {
+          client.off('close', onClose);
           sftp.end();
           if (putError) reject(new Error(`copying ${localPath} to ${targetKey(target)}:${remotePath}: ${putError.message}`));
           else resolve();
