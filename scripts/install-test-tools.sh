@@ -4,6 +4,8 @@
 #    to check that the HTML really renders and to refresh docs/timeline.png.
 #  - prometheus: test/e2e/controller.test.ts scrapes `fastplane controller`'s /metrics with a real
 #    Prometheus and queries its HTTP API.
+#  - sshd, nft: scripts/netlab.sh, the network lab of the ssh provider's tests: one sshd per host in its
+#    own network namespace, and network faults (partitions, packet loss) as nftables rules.
 # Each tool is a command the tests run and the Debian packages that provide it; only missing ones are
 # installed. apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
@@ -15,6 +17,8 @@ source "$(dirname "$0")/lib.sh"
 TOOLS=(
   "chromium chromium fonts-dejavu-core"
   "prometheus prometheus"
+  "sshd openssh-server"
+  "nft nftables"
 )
 
 missing=()

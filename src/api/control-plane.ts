@@ -3,6 +3,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { parseDuration, parseDurationRange } from './duration.ts';
 import { InvalidInputError } from './errors.ts';
+import { checkSshProvider, sshProviderFields } from './ssh-provider.ts';
 
 export const API_VERSION = 'fastplane.dev/v1alpha1';
 export const KIND = 'ControlPlane';
@@ -21,7 +22,7 @@ const durationOrRange = z.string().refine((text) => parseDurationRange(text) !==
 
 const ProviderSchema = z
   .object({
-    name: z.enum(['local-process'], { error: 'unknown provider; known: local-process' }).default('local-process'),
+    name: z.enum(['local-process', 'ssh'], { error: 'unknown provider; known: local-process, ssh' }).default('local-process'),
     provisioningDelay: durationOrRange.default('0s'),
     deletionDelay: durationOrRange.default('0s'),
     failureDomains: z
@@ -30,6 +31,7 @@ const ProviderSchema = z
       .default([]),
     // Debugging only: plain http without certificates. Fixed when the control plane is created.
     insecure: z.boolean({ error: 'must be true or false' }).default(false),
+    ...sshProviderFields,
   })
   .strict();
 
@@ -92,6 +94,9 @@ const SpecSchema = z
   })
   .strict()
   .superRefine((spec, ctx) => {
+    checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, (path, message) => {
+      ctx.addIssue({ code: 'custom', path, message });
+    });
     if (spec.etcd.maxLearners > 1 && compareVersions(spec.version, '3.6.0') < 0) {
       ctx.addIssue({
         code: 'custom',

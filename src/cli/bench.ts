@@ -102,7 +102,7 @@ function hostOf(ctx: CliContext): BenchHost {
       await destroyUnderLease(ctx, manifest, { waitMs: 0, force: true });
     },
     records: async (cluster) => ({ machines: await ctx.store.listMachines(cluster), events: await ctx.store.listEvents(cluster) }),
-    provider: (manifest) => ctx.provider(manifest),
+    provider: (manifest) => ctx.localProvider(manifest),
   };
 }
 

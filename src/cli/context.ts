@@ -9,6 +9,8 @@ import type { Etcd3Admin } from '../adapters/etcd/etcd3-admin.ts';
 import { findEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
 import { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
+import type { SshProvider } from '../adapters/providers/ssh/ssh-provider.ts';
+import { sshProviderFor } from '../adapters/providers/ssh/ssh-provider-config.ts';
 import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
@@ -60,6 +62,8 @@ export class CliContext {
   readonly leaseTtlMs: number;
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
+  /** One per control plane, so its SSH connections are shared by every pass. */
+  private readonly sshProviders = new Map<string, SshProvider>();
 
   /** `openStore`: opens the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
   constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, openStore?: () => OpenedStore, options: ContextOptions = {}) {
@@ -76,9 +80,22 @@ export class CliContext {
     this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);
   }
 
-  /** The local provider with the control plane's own provider settings. */
-  provider(manifest: ControlPlane): LocalProcessProvider {
-    const { provisioningDelay, deletionDelay, insecure } = manifest.spec.provider;
+  /** The control plane's provider (spec.provider.name) with its own settings. */
+  provider(manifest: ControlPlane): LocalProcessProvider | SshProvider {
+    if (manifest.spec.provider.name === 'ssh') {
+      const known = this.sshProviders.get(manifest.metadata.name);
+      if (known) return known;
+      const provider = sshProviderFor(manifest, this.stateDir, this.store);
+      this.sshProviders.set(manifest.metadata.name, provider);
+      return provider;
+    }
+    return this.localProvider(manifest);
+  }
+
+  /** The local provider: what only it can do (benchmarks, certificate renewal) refuses other providers. */
+  localProvider(manifest: ControlPlane): LocalProcessProvider {
+    const { provisioningDelay, deletionDelay, insecure, name } = manifest.spec.provider;
+    if (name !== 'local-process') throw new InvalidInputError([`spec.provider.name: this command needs provider local-process, not ${name}`]);
     return new LocalProcessProvider({
       stateDir: this.stateDir,
       addressPrefix: this.hooks.addressPrefix,
@@ -135,6 +152,7 @@ export class CliContext {
 
   async close(): Promise<void> {
     await Promise.all([...this.admins.values()].map((admin) => admin.close()));
+    await Promise.all([...this.sshProviders.values()].map((provider) => provider.close()));
     await this.store.close();
     this.log.flush();
   }

@@ -19,6 +19,11 @@ export interface MachineInfra {
   memberRunning: boolean;
   /** When the member process was last started (ms since epoch). */
   memberStartedAt?: number;
+  /**
+   * Set when the provider could not reach the machine just now (a remote host): the other fields are
+   * then what it last saw, not news.
+   */
+  unreachable?: string;
 }
 
 export interface MemberLaunch {

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { NETWORK_SCENARIOS } from './network-scenarios.ts';
 import { runScenario, SCENARIOS } from './scenarios.ts';
 
 describe('chaos on real etcd, with a writer that counts', { timeout: 1_200_000 }, () => {
-  for (const scenario of SCENARIOS) {
+  for (const scenario of [...SCENARIOS, ...NETWORK_SCENARIOS]) {
     test(scenario.name, { timeout: 180_000 }, async () => {
       const result = await runScenario(scenario);
       const { detail, ...summary } = result;

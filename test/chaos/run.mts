@@ -2,6 +2,7 @@
 // prints one line per scenario (table) or `{ "scenarios": [...] }` (json). --soak repeats them until
 // the time is up.
 import { parseDuration } from '../../src/api/duration.ts';
+import { NETWORK_SCENARIOS } from './network-scenarios.ts';
 import { runScenario, SCENARIOS, type ScenarioResult } from './scenarios.ts';
 
 function option(name: string): string | undefined {
@@ -16,7 +17,7 @@ if (soakMs === undefined || (format !== 'json' && format !== 'table')) {
   process.stderr.write('usage: npm run chaos -- [-o table|json] [--soak DURATION] [--only NAME]\n');
   process.exit(2);
 }
-const chosen = SCENARIOS.filter((s) => only === undefined || s.name.includes(only));
+const chosen = [...SCENARIOS, ...NETWORK_SCENARIOS].filter((s) => only === undefined || s.name.includes(only));
 const results: ScenarioResult[] = [];
 const until = Date.now() + soakMs;
 do {

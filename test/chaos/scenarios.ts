@@ -5,6 +5,7 @@ import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts'
 import { CliEnv, pidsUnder, type CliRun } from '../support/cli.ts';
 import { adminFor, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
 import { ContinuousWriter, type WriterReport } from './writer.ts';
+import { NetLab } from '../support/netlab.ts';
 
 export interface ScenarioResult extends WriterReport {
   name: string;
@@ -29,6 +30,8 @@ export interface ChaosScenario {
   expectation: string;
   /** Whether fastplane is expected to converge (false: a safety gate must hold instead). */
   converges: boolean;
+  /** Machines are hosts of a network lab (its own FPL_LAB number), reached by the ssh provider. */
+  lab?: { number: number; hosts: number };
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -48,6 +51,9 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
 export class ScenarioRun {
   readonly cluster = 'chaos';
   writer: ContinuousWriter | undefined;
+
+  /** The network lab and the ssh provider spec for its hosts, for scenarios on a lab. */
+  lab: { lab: NetLab; provider: Record<string, unknown> } | undefined;
 
   constructor(
     readonly env: CliEnv,
@@ -344,15 +350,24 @@ export const SCENARIOS: ChaosScenario[] = [
 /** Runs one scenario end to end with the continuous writer; cleans up every process it started. */
 export async function runScenario(scenario: ChaosScenario): Promise<ScenarioResult> {
   const env = new CliEnv(scenario.addressPrefix);
+  const lab = scenario.lab && new NetLab(scenario.lab.number);
   try {
     let s: ScenarioRun;
+    let labSetup: ScenarioRun['lab'];
+    if (lab && scenario.lab) {
+      const info = lab.up(scenario.lab.hosts);
+      labSetup = { lab, provider: { name: 'ssh', identityFile: info.identityFile, knownHostsFile: info.knownHostsFile, hosts: info.hosts.map((h) => ({ address: h.address })) } };
+    }
     if (scenario.spec) {
-      const up = await env.run(['up', '-f', env.writeManifest('chaos', scenario.spec), '--timeout', '90s', '-o', 'json']);
+      const spec = labSetup ? { ...scenario.spec, provider: labSetup.provider } : scenario.spec;
+      const up = await env.run(['up', '-f', env.writeManifest('chaos', spec), '--timeout', '90s', '-o', 'json']);
       if (up.code !== 0) throw new Error(`setup failed: ${up.stderr.slice(-500)}`);
       s = new ScenarioRun(env, (JSON.parse(up.stdout) as ControlPlaneStatusDocument).status);
+      s.lab = labSetup;
       s.startWriter();
     } else {
       s = new ScenarioRun(env, { endpoints: [] });
+      s.lab = labSetup;
     }
     const started = Date.now();
     let outcome: { run: CliRun; expectationMet: boolean };
@@ -374,6 +389,8 @@ export async function runScenario(scenario: ChaosScenario): Promise<ScenarioResu
       detail: outcome.run.stderr.split('\n').slice(-25).join('\n'),
     };
   } finally {
+    // The lab first: its down stops every process in its namespaces (the members), by PID.
+    lab?.down();
     env.cleanup();
   }
 }

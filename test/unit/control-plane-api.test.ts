@@ -67,7 +67,7 @@ describe('ControlPlane manifest: refusals name the field and the rule', () => {
     { name: 'too many replicas', input: manifest({ replicas: 11 }), problems: ['spec.replicas: must be at most 9'] },
     { name: 'version not x.y.z', input: manifest({ version: '3.4' }), problems: ['spec.version: must be an etcd version such as 3.4.23'] },
     { name: 'unknown strategy', input: manifest({ scaleUp: { strategy: 'fast' } }), problems: ['spec.scaleUp.strategy: must be parallel or serial'] },
-    { name: 'unknown provider', input: manifest({ provider: { name: 'aws' } }), problems: ['spec.provider.name: unknown provider; known: local-process'] },
+    { name: 'unknown provider', input: manifest({ provider: { name: 'aws' } }), problems: ['spec.provider.name: unknown provider; known: local-process, ssh'] },
     {
       name: 'reversed provisioning range',
       input: manifest({ provider: { provisioningDelay: '9s-3s' } }),

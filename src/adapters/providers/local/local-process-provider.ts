@@ -16,6 +16,7 @@ import { clientTlsFiles, memberTlsFiles } from './pki-files.ts';
 import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
 import { sha256OfFile, writeFileAtomic } from '../../state-files.ts';
 import { initStartSuppressed } from './test-markers.ts';
+import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -37,8 +38,6 @@ const loadPki = (): Promise<typeof import('./local-pki.ts')> => import('./local-
 
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
-/** etcd 3.6's default: the log is compacted sooner, so a new learner gets a snapshot, not a long replay. */
-const DEFAULT_SNAPSHOT_COUNT = 10_000;
 const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/i;
 
 export interface LocalProcessProviderOptions {
@@ -109,11 +108,6 @@ export async function assertAddressFree(address: string, port: number): Promise<
   } finally {
     if (server.listening) await new Promise((resolve) => server.close(resolve));
   }
-}
-
-function versionAtLeast(version: string, major: number, minor: number): boolean {
-  const [maj = 0, min = 0] = version.split('.').map(Number);
-  return maj > major || (maj === major && min >= minor);
 }
 
 function writeJsonAtomic(path: string, value: unknown): Promise<void> {
@@ -367,39 +361,9 @@ export class LocalProcessProvider implements InfraProvider {
   }
 
   private args(machine: MachineFile, dataDir: string, launch: MemberLaunch): string[] {
-    const args = [
-      '--name', launch.memberName,
-      '--data-dir', dataDir,
-      '--listen-client-urls', machine.clientURL,
-      '--advertise-client-urls', machine.clientURL,
-      '--listen-peer-urls', machine.peerURL,
-      '--initial-advertise-peer-urls', machine.peerURL,
-      '--initial-cluster', launch.initialCluster,
-      '--initial-cluster-state', launch.initialClusterState,
-      '--initial-cluster-token', launch.clusterToken,
-      '--snapshot-count', String(this.snapshotCount),
-    ];
-    // 3.4/3.5 know no such flag and would refuse to start.
-    if (versionAtLeast(launch.version, 3, 6)) args.push('--max-learners', String(launch.maxLearners));
-    if (launch.quotaBackendBytes !== undefined) args.push('--quota-backend-bytes', String(launch.quotaBackendBytes));
-    if (launch.forceNewCluster === true) args.push('--force-new-cluster');
-    // 3.4 defaults to the deprecated capnslog logger and warns about it; 3.5 already logs with zap.
-    if (!versionAtLeast(launch.version, 3, 5)) args.push('--logger', 'zap', '--log-outputs', 'stderr');
     // The machine's URLs, fixed at creation, say whether it was created with certificates.
-    if (machine.clientURL.startsWith('https:')) {
-      const tls = memberTlsFiles(this.pkiDir(machine.cluster), this.memberPkiDir(machine.cluster, machine.name));
-      args.push(
-        '--cert-file', tls.certFile,
-        '--key-file', tls.keyFile,
-        '--trusted-ca-file', tls.caFile,
-        '--client-cert-auth',
-        '--peer-cert-file', tls.peerCertFile,
-        '--peer-key-file', tls.peerKeyFile,
-        '--peer-trusted-ca-file', tls.caFile,
-        '--peer-client-cert-auth',
-      );
-    }
-    return args;
+    const tls = machine.clientURL.startsWith('https:') ? memberTlsFiles(this.pkiDir(machine.cluster), this.memberPkiDir(machine.cluster, machine.name)) : undefined;
+    return memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir, snapshotCount: this.snapshotCount, ...(tls === undefined ? {} : { tls }) }, launch);
   }
 
   /**

@@ -1,0 +1,97 @@
+/**
+ * The shell commands the ssh provider runs on a host, as text: POSIX sh and coreutils only, so any
+ * Linux host will do. Every path is quoted; a member is recognised by its data dir in the command
+ * line of the PID in its pidfile, so a reused PID is never taken for our etcd.
+ */
+
+/** Single-quotes a word for sh. */
+export function q(word: string): string {
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+export interface RemoteMember {
+  dir: string;
+  dataDir: string;
+  pidFile: string;
+  startedAtFile: string;
+  logFile: string;
+  pkiDir: string;
+}
+
+export function remoteMember(baseDir: string, cluster: string, name: string): RemoteMember {
+  const dir = `${baseDir}/clusters/${cluster}/${name}`;
+  return { dir, dataDir: `${dir}/data`, pidFile: `${dir}/etcd.pid`, startedAtFile: `${dir}/started-at`, logFile: `${dir}/etcd.log`, pkiDir: `${dir}/pki` };
+}
+
+function aliveFunction(m: RemoteMember): string {
+  return `alive() { [ -n "$1" ] && [ -r /proc/$1/cmdline ] && tr '\\0' ' ' < /proc/$1/cmdline | grep -qF -- ${q(m.dataDir)}; }`;
+}
+
+/** Prints `running=0|1`, `startedAt=<ms>` and `data=0|1`. */
+export function describeScript(m: RemoteMember): string {
+  return [
+    aliveFunction(m),
+    `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
+    `if alive "$pid"; then echo running=1; else echo running=0; fi`,
+    `echo "startedAt=$(cat ${q(m.startedAtFile)} 2>/dev/null || true)"`,
+    `if [ -d ${q(m.dataDir)} ]; then echo data=1; else echo data=0; fi`,
+  ].join('\n');
+}
+
+/** What a host must be: Linux, its architecture, and the TCP ports something listens on. */
+export const CHECK_SCRIPT = `uname -s; uname -m; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == "0A" { print $2 }'`;
+
+/**
+ * Starts etcd detached in its own session (it outlives the SSH session), unless our member already
+ * runs. `$!` is etcd's PID: a background job is never a process group leader, so setsid does not fork.
+ */
+export function startScript(m: RemoteMember, binary: string, args: string[]): string {
+  return [
+    'set -e',
+    aliveFunction(m),
+    `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
+    `if alive "$pid"; then exit 0; fi`,
+    `mkdir -p ${q(m.dir)} && chmod 700 ${q(m.dir)}`,
+    `setsid ${q(binary)} ${args.map(q).join(' ')} >>${q(m.logFile)} 2>&1 </dev/null &`,
+    `echo $! >${q(m.pidFile)}`,
+    `echo $(($(date +%s%N) / 1000000)) >${q(m.startedAtFile)}`,
+  ].join('\n');
+}
+
+/** SIGTERM, up to graceMs, then SIGKILL; returns once the process is gone (or only a zombie). */
+export function stopScript(m: RemoteMember, graceMs: number): string {
+  const ticks = Math.max(0, Math.ceil(graceMs / 100));
+  return [
+    aliveFunction(m),
+    `gone() { [ ! -e /proc/$1 ] || [ "$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null)" = Z ]; }`,
+    `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
+    `alive "$pid" || exit 0`,
+    `kill -TERM "$pid" 2>/dev/null || true`,
+    `i=0; while alive "$pid" && [ $i -lt ${String(ticks)} ]; do sleep 0.1; i=$((i + 1)); done`,
+    `alive "$pid" && kill -KILL "$pid" 2>/dev/null || true`,
+    `i=0; while ! gone "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done`,
+    `gone "$pid" || { echo "etcd process $pid survived SIGKILL" >&2; exit 1; }`,
+  ].join('\n');
+}
+
+/** Stops the member at once and removes everything of it on the host. */
+export function wipeScript(m: RemoteMember): string {
+  // The stop runs in a subshell: its early `exit 0` (nothing running) must not skip the removal.
+  return `(\n${stopScript(m, 0)}\n) && rm -rf ${q(m.dir)}`;
+}
+
+/** Writes files (base64 content) with the given modes into dirs created 0700; atomically per file. */
+export function writeFilesScript(files: { path: string; content: Buffer; mode: number }[]): string {
+  const dirs = [...new Set(files.map((f) => f.path.slice(0, f.path.lastIndexOf('/'))))];
+  return [
+    'set -e',
+    'umask 077',
+    ...dirs.map((dir) => `mkdir -p ${q(dir)} && chmod 700 ${q(dir)}`),
+    ...files.map((f) => `printf %s ${q(f.content.toString('base64'))} | base64 -d >${q(`${f.path}.tmp`)} && chmod ${f.mode.toString(8)} ${q(`${f.path}.tmp`)} && mv ${q(`${f.path}.tmp`)} ${q(f.path)}`),
+  ].join('\n');
+}
+
+/** The hex TCP port as /proc/net/tcp prints it: 2379 -> 094B. */
+export function hexPort(port: number): string {
+  return port.toString(16).toUpperCase().padStart(4, '0');
+}

@@ -1,0 +1,44 @@
+import { existsSync } from 'node:fs';
+import type { ControlPlane } from '../../../api/control-plane.ts';
+import { parseDuration } from '../../../api/duration.ts';
+import { InvalidInputError } from '../../../api/errors.ts';
+import type { StateStore } from '../../../ports/state-store.ts';
+import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
+import { SshProvider } from './ssh-provider.ts';
+
+const DEFAULT_BASE_DIR = '/var/lib/fastplane';
+
+/**
+ * The ssh provider for a control plane, from its spec. Files named in the spec must exist before
+ * anything is done: a missing key is bad input (exit 2, naming the field), not a failed machine.
+ */
+export function sshProviderFor(manifest: ControlPlane, stateDir: string, store: Pick<StateStore, 'claim' | 'releaseClaim' | 'listClaims'>): SshProvider {
+  const spec = manifest.spec.provider;
+  const problems: string[] = [];
+  const file = (field: 'identityFile' | 'knownHostsFile'): string => {
+    const path = spec[field];
+    if (path === undefined) problems.push(`spec.provider.${field}: is required for provider ssh`);
+    else if (!existsSync(path)) problems.push(`spec.provider.${field}: ${path} does not exist`);
+    return path ?? '';
+  };
+  const identityFile = file('identityFile');
+  const knownHostsFile = file('knownHostsFile');
+  for (const [version, path] of Object.entries(spec.etcdBinaries ?? {})) {
+    if (!existsSync(path)) problems.push(`spec.provider.etcdBinaries.${version}: ${path} does not exist`);
+  }
+  if (problems.length > 0) throw new InvalidInputError(problems);
+  const binaries = spec.etcdBinaries ?? {};
+  return new SshProvider({
+    stateDir,
+    hosts: spec.hosts ?? [],
+    identityFile,
+    knownHostsFile,
+    baseDir: spec.baseDir ?? DEFAULT_BASE_DIR,
+    findBinary: (version) => binaries[version] ?? findEtcdBinary(version),
+    version: manifest.spec.version,
+    claims: store,
+    ...(spec.provision === undefined
+      ? {}
+      : { provision: { create: spec.provision.create, ...(spec.provision.delete === undefined ? {} : { delete: spec.provision.delete }), timeoutMs: parseDuration(spec.provision.timeout) ?? 600_000 } }),
+  });
+}

@@ -1,0 +1,357 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { SshHost } from '../../../api/ssh-provider.ts';
+import type { TlsFiles } from '../../../ports/etcd-admin.ts';
+import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
+import type { StateStore } from '../../../ports/state-store.ts';
+import { sha256OfFile, writeFileAtomic } from '../../state-files.ts';
+import { clientTlsFiles, memberTlsFiles } from '../local/pki-files.ts';
+import { memberFlags } from '../member-flags.ts';
+import { runCreateHook, runHook } from './provision-hooks.ts';
+import { CHECK_SCRIPT, describeScript, hexPort, q, remoteMember, startScript, stopScript, wipeScript, writeFilesScript } from './remote-scripts.ts';
+import { SshConnections, SshUnreachableError, type SshTarget } from './ssh-connections.ts';
+
+/**
+ * Machines on hosts you own, over SSH (README, "Your own machines"). A machine is one host from the
+ * inventory, claimed in the state store so no two machines (of any cluster, any fastplane process
+ * sharing the store) ever get the same host, or a host a provisioning hook created for it. What
+ * fastplane knows is in `<stateDir>/clusters/<cluster>/machines/<name>/` (machine.json and the
+ * member's certificates, as for the local provider); what runs is on the host under baseDir:
+ * `bin/etcd-<version>` and `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}`.
+ *
+ * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
+ * it Provisioned; many are created in parallel by the executor. A host that cannot be reached when it
+ * is described is data: the last thing seen of it is reported again, with the reason.
+ */
+
+const CLIENT_PORT = 2379;
+const PEER_PORT = 2380;
+export const HOST_POOL = 'ssh-hosts';
+
+export interface SshProviderOptions {
+  stateDir: string;
+  hosts: SshHost[];
+  identityFile: string;
+  knownHostsFile: string;
+  baseDir: string;
+  /** The etcd binary on fastplane's side for a version. */
+  findBinary: (version: string) => string;
+  /** The spec's version: what a new machine's binary is (and what a create hook is told). */
+  version: string;
+  claims: Pick<StateStore, 'claim' | 'releaseClaim' | 'listClaims'>;
+  provision?: { create: string; delete?: string; timeoutMs: number };
+  stopGraceMs?: number;
+}
+
+type SshMachineState = 'Provisioning' | 'Provisioned' | 'Failed';
+
+interface SshMachineFile {
+  cluster: string;
+  name: string;
+  ordinal: number;
+  failureDomain?: string;
+  host?: SshTarget;
+  /** The host came from the create hook: the delete hook gets it back. */
+  hooked?: boolean;
+  clientURL: string;
+  peerURL: string;
+  createdAt: number;
+  state: SshMachineState;
+  failureMessage?: string;
+  deleting?: boolean;
+}
+
+interface Seen {
+  memberRunning: boolean;
+  memberStartedAt?: number;
+}
+
+const loadPki = (): Promise<typeof import('../local/local-pki.ts')> => import('../local/local-pki.ts');
+
+export class SshProvider implements InfraProvider {
+  private readonly ssh: SshConnections;
+  private readonly lastSeen = new Map<string, Seen>();
+
+  constructor(private readonly options: SshProviderOptions) {
+    this.ssh = new SshConnections(options.identityFile, options.knownHostsFile);
+  }
+
+  async create(request: CreateMachineRequest): Promise<MachineInfra> {
+    const { cluster, name } = request;
+    const existing = await this.read(cluster, name);
+    // A crash mid-provisioning leaves the record Provisioning: every step below is safe to repeat.
+    if (existing && (existing.state !== 'Provisioning' || existing.deleting === true)) return this.describeFile(existing);
+    const machine: SshMachineFile = existing ?? {
+      cluster,
+      name,
+      ordinal: request.ordinal,
+      ...(request.failureDomain === undefined ? {} : { failureDomain: request.failureDomain }),
+      clientURL: '',
+      peerURL: '',
+      createdAt: Date.now(),
+      state: 'Provisioning',
+    };
+    await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
+    await this.write(machine);
+    const failure = await this.provision(machine);
+    if (failure !== undefined) throw failure;
+    return this.describeFile(machine);
+  }
+
+  /**
+   * Moves a Provisioning machine on: a host (or stays Provisioning while every host is taken, as a
+   * rollout's surge machine does until the machine it replaces gives its host back), then the checks,
+   * the binary and the certificates. A failure leaves it Failed with the reason, and is returned.
+   */
+  private async provision(machine: SshMachineFile): Promise<Error | undefined> {
+    try {
+      if (machine.host === undefined) {
+        const host = await this.acquireHost(machine);
+        if (host === undefined) return undefined;
+        machine.host = host;
+      }
+      machine.hooked = this.options.provision !== undefined;
+      machine.clientURL = `https://${machine.host.address}:${String(CLIENT_PORT)}`;
+      machine.peerURL = `https://${machine.host.address}:${String(PEER_PORT)}`;
+      await this.write(machine);
+      await this.checkHost(machine.host);
+      await this.ensureBinary(machine.host, this.options.version);
+      await this.installCertificates(machine, machine.host);
+      machine.state = 'Provisioned';
+      delete machine.failureMessage;
+      await this.write(machine);
+      return undefined;
+    } catch (error) {
+      // On record as Failed with the reason: the planner replaces it, and delete gives its host back.
+      machine.state = 'Failed';
+      machine.failureMessage = error instanceof Error ? error.message : String(error);
+      await this.write(machine);
+      return error instanceof Error ? error : new Error(String(error));
+    }
+  }
+
+  async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
+    const machine = await this.read(cluster, name);
+    return machine && this.describeFile(machine);
+  }
+
+  async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+    const machine = await this.provisioned(cluster, name);
+    const member = remoteMember(this.options.baseDir, cluster, name);
+    const binary = await this.ensureBinary(machine.host, launch.version);
+    const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
+    const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
+    const result = await this.ssh.exec(machine.host, startScript(member, binary, args));
+    if (result.code !== 0) throw new Error(`starting etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  async stopMember(cluster: string, name: string): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (machine?.host === undefined) return;
+    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, cluster, name), this.options.stopGraceMs ?? 10_000));
+    if (result.code !== 0) throw new Error(`stopping etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  /** Stops the member, wipes its files on the host, gives the host back; idempotent, each step once done stays done. */
+  async delete(cluster: string, name: string): Promise<void> {
+    const machine = await this.read(cluster, name);
+    if (!machine) return;
+    if (machine.deleting !== true) await this.write({ ...machine, deleting: true });
+    if (machine.host !== undefined) {
+      try {
+        const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, cluster, name)));
+        if (result.code !== 0) throw new Error(`wiping ${cluster}/${name} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+      } catch (error) {
+        // A machine that never got past provisioning never ran a member: a host we cannot reach (or
+        // whose key we refuse) holds at most its files, and the next machine there starts by wiping them.
+        if (machine.state === 'Provisioned') throw error;
+      }
+      if (machine.hooked === true && this.options.provision?.delete !== undefined) {
+        await runHook('delete', this.options.provision.delete, { ...this.hookRequest(machine), address: machine.host.address }, this.options.provision.timeoutMs);
+      }
+      await this.options.claims.releaseClaim(HOST_POOL, hostKey(machine.host), owner(machine));
+    }
+    await rm(this.machineDir(cluster, name), { recursive: true, force: true });
+  }
+
+  /** `fastplane down`: every machine of the cluster deleted, then its folder (and CA) removed. */
+  async destroyCluster(cluster: string): Promise<void> {
+    const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name)));
+    const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
+    if (failed.length > 0) throw new Error(`could not remove every machine of ${cluster}: ${failed.join('; ')}`);
+    await rm(join(this.options.stateDir, 'clusters', cluster), { recursive: true, force: true });
+    await this.ssh.close();
+  }
+
+  clientTls(cluster: string): TlsFiles {
+    return clientTlsFiles(this.pkiDir(cluster));
+  }
+
+  async certificateFiles(cluster: string): Promise<string[]> {
+    const client = this.clientTls(cluster);
+    const members = (await this.machineNames(cluster)).flatMap((name) => {
+      const files = memberTlsFiles(this.pkiDir(cluster), join(this.machineDir(cluster, name), 'pki'));
+      return [files.certFile, files.peerCertFile];
+    });
+    return [client.caFile, client.certFile, ...members].filter((file) => existsSync(file));
+  }
+
+  async machineNames(cluster: string): Promise<string[]> {
+    const dir = join(this.options.stateDir, 'clusters', cluster, 'machines');
+    return existsSync(dir) ? (await readdir(dir)).sort() : [];
+  }
+
+  close(): Promise<void> {
+    return this.ssh.close();
+  }
+
+  private hookRequest(machine: SshMachineFile): { cluster: string; machine: string; version: string; failureDomain?: string } {
+    return { cluster: machine.cluster, machine: machine.name, version: this.options.version, ...(machine.failureDomain === undefined ? {} : { failureDomain: machine.failureDomain }) };
+  }
+
+  /** The create hook's host, or a free host of the inventory (its failure domain first), claimed. */
+  private async acquireHost(machine: SshMachineFile): Promise<SshTarget | undefined> {
+    const me = owner(machine);
+    if (this.options.provision !== undefined) {
+      const answer = await runCreateHook(this.options.provision.create, this.hookRequest(machine), this.options.provision.timeoutMs);
+      const host = { address: answer.address, port: answer.port, user: answer.user };
+      if (!(await this.options.claims.claim(HOST_POOL, hostKey(host), me))) throw new Error(`create hook answered ${hostKey(host)}, which another machine holds`);
+      return host;
+    }
+    const claims = await this.options.claims.listClaims(HOST_POOL);
+    const mine = this.options.hosts.find((h) => claims.some((c) => c.key === hostKey(h) && c.owner === me));
+    if (mine) return mine;
+    const taken = new Set(claims.map((c) => c.key));
+    const free = this.options.hosts.filter((h) => !taken.has(hostKey(h)));
+    const ordered = [...free.filter((h) => h.failureDomain === machine.failureDomain), ...free.filter((h) => h.failureDomain !== machine.failureDomain)];
+    for (const host of ordered) {
+      if (await this.options.claims.claim(HOST_POOL, hostKey(host), me)) return host;
+    }
+    return undefined;
+  }
+
+  /** Reachable, Linux, and nothing but maybe our own member on 2379/2380. */
+  private async checkHost(host: SshTarget): Promise<void> {
+    const result = await this.ssh.exec(host, CHECK_SCRIPT);
+    const [os = '', arch = '', ...listening] = result.stdout.trim().split('\n');
+    if (os.trim() !== 'Linux') throw new Error(`${host.address} runs ${os.trim() || 'an unknown system'}, not Linux`);
+    const ours = ({ x64: 'x86_64', arm64: 'aarch64' } as Record<string, string>)[process.arch] ?? process.arch;
+    if (arch.trim() !== ours) {
+      throw new Error(`${host.address} is ${arch.trim()}; the etcd binaries here are for ${process.arch}`);
+    }
+    const busy = [CLIENT_PORT, PEER_PORT].filter((port) => listening.some((entry) => entry.toUpperCase().endsWith(`:${hexPort(port)}`)));
+    if (busy.length > 0) throw new Error(`${host.address}: port ${busy.join(' and ')} already in use`);
+  }
+
+  /** The version's binary on the host, copied once; the copy's sha256 is checked before it is used. */
+  private async ensureBinary(host: SshTarget, version: string): Promise<string> {
+    const local = this.options.findBinary(version);
+    const sha = await sha256OfFile(local);
+    const remote = `${this.options.baseDir}/bin/etcd-${version}`;
+    const present = await this.ssh.exec(host, `sha256sum ${q(remote)} 2>/dev/null || true`);
+    if (present.stdout.startsWith(sha)) return remote;
+    const part = `${remote}.part-${randomBytes(4).toString('hex')}`;
+    await this.ssh.exec(host, `mkdir -p ${q(`${this.options.baseDir}/bin`)}`);
+    await this.ssh.upload(host, local, part);
+    const check = await this.ssh.exec(host, `sha256sum ${q(part)}`);
+    if (!check.stdout.startsWith(sha)) {
+      await this.ssh.exec(host, `rm -f ${q(part)}`);
+      throw new Error(`etcd ${version} copied to ${host.address} has the wrong sha256 (${check.stdout.slice(0, 64)}, expected ${sha})`);
+    }
+    await this.ssh.exec(host, `chmod 755 ${q(part)} && mv ${q(part)} ${q(remote)}`);
+    return remote;
+  }
+
+  /** Issued here with the host's address, then written to the host: keys 0600, dirs 0700. */
+  private async installCertificates(machine: SshMachineFile, host: SshTarget): Promise<void> {
+    const localPki = join(this.machineDir(machine.cluster, machine.name), 'pki');
+    const local = await (await loadPki()).issueMemberCertificates(this.pkiDir(machine.cluster), localPki, machine.name, host.address);
+    const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
+    const remote = memberTlsFiles(remoteDir, remoteDir);
+    const pairs: [string, string, number][] = [
+      [local.caFile, remote.caFile, 0o644],
+      [local.certFile, remote.certFile, 0o644],
+      [local.keyFile, remote.keyFile, 0o600],
+      [local.peerCertFile, remote.peerCertFile, 0o644],
+      [local.peerKeyFile, remote.peerKeyFile, 0o600],
+    ];
+    const files = await Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) })));
+    // A machine being provisioned has never run: whatever a machine of the same name left on this
+    // host (a crash before its wipe) is not its data, and etcd must not start from it.
+    const member = remoteMember(this.options.baseDir, machine.cluster, machine.name);
+    const result = await this.ssh.exec(host, `${wipeScript(member)}\n${writeFilesScript(files)}`);
+    if (result.code !== 0) throw new Error(`writing certificates to ${host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  private async describeFile(machine: SshMachineFile): Promise<MachineInfra> {
+    const key = owner(machine);
+    const base = { name: machine.name, address: machine.host?.address ?? '', clientURL: machine.clientURL, peerURL: machine.peerURL };
+    if (machine.deleting === true) return { ...base, state: 'Deleting', memberRunning: this.lastSeen.get(key)?.memberRunning ?? false };
+    if (machine.state === 'Provisioning') {
+      await this.provision(machine);
+      // No host and no failure: every host is taken for now.
+      if (machine.host === undefined && machine.failureMessage === undefined) {
+        return { ...base, state: 'Provisioning', memberRunning: false, failureMessage: `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken` };
+      }
+      return this.describeFile(machine);
+    }
+    if (machine.state !== 'Provisioned' || machine.host === undefined) {
+      return { ...base, state: machine.state, memberRunning: false, ...(machine.failureMessage === undefined ? {} : { failureMessage: machine.failureMessage }) };
+    }
+    let seen: Seen;
+    let unreachable: string | undefined;
+    try {
+      const result = await this.ssh.exec(machine.host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
+      const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
+      const startedAt = Number(fields.startedAt);
+      seen = { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
+      this.lastSeen.set(key, seen);
+    } catch (error) {
+      if (!(error instanceof SshUnreachableError)) throw error;
+      // Not knowing is not "stopped": a host cut off from fastplane keeps what was last seen, so a
+      // partition alone never looks like a learner that exited.
+      unreachable = error.message;
+      seen = this.lastSeen.get(key) ?? { memberRunning: true };
+    }
+    return { ...base, state: 'Provisioned', ...seen, ...(unreachable === undefined ? {} : { unreachable }) };
+  }
+
+  private async provisioned(cluster: string, name: string): Promise<SshMachineFile & { host: SshTarget }> {
+    const machine = await this.read(cluster, name);
+    if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
+    if (machine.deleting === true) throw new Error(`machine ${cluster}/${name} is being deleted`);
+    if (machine.state !== 'Provisioned' || machine.host === undefined) throw new Error(`machine ${cluster}/${name} is not provisioned`);
+    return { ...machine, host: machine.host };
+  }
+
+  private machineDir(cluster: string, name: string): string {
+    return join(this.options.stateDir, 'clusters', cluster, 'machines', name);
+  }
+
+  private pkiDir(cluster: string): string {
+    return join(this.options.stateDir, 'clusters', cluster, 'pki');
+  }
+
+  private async read(cluster: string, name: string): Promise<SshMachineFile | undefined> {
+    try {
+      return JSON.parse(await readFile(join(this.machineDir(cluster, name), 'machine.json'), 'utf8')) as SshMachineFile;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw error;
+    }
+  }
+
+  private write(machine: SshMachineFile): Promise<void> {
+    return writeFileAtomic(join(this.machineDir(machine.cluster, machine.name), 'machine.json'), `${JSON.stringify(machine, null, 2)}\n`);
+  }
+}
+
+function hostKey(host: SshTarget): string {
+  return `${host.address}:${String(host.port)}`;
+}
+
+function owner(machine: { cluster: string; name: string }): string {
+  return `${machine.cluster}/${machine.name}`;
+}
