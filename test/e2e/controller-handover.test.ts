@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -56,9 +56,10 @@ const replicas = new Map<string, ControllerReplica>();
 const handovers: Handover[] = [];
 
 async function teardown(): Promise<void> {
-  if (process.env.HANDOVER_DEBUG) {
-    const { writeFileSync } = await import('node:fs');
-    writeFileSync(process.env.HANDOVER_DEBUG, JSON.stringify({ events: store ? await store.listEvents(X) : [], machines: store ? await store.listMachines(X) : [], cp: await store?.getControlPlane(X), replicas: Object.fromEntries([...replicas].map(([id, r]) => [id, r.lines])), handovers }, null, 1));
+  // For a failure's post-mortem: X's records and every replica's log lines, as JSON in this file.
+  const dump = process.env.FASTPLANE_HANDOVER_DUMP;
+  if (dump !== undefined && dump !== '') {
+    writeFileSync(dump, JSON.stringify({ events: store ? await store.listEvents(X) : [], machines: store ? await store.listMachines(X) : [], cp: await store?.getControlPlane(X), replicas: Object.fromEntries([...replicas].map(([id, r]) => [id, r.lines])), handovers }, null, 1));
   }
   await watch?.stop();
   await xAdmin?.close();
