@@ -18,7 +18,7 @@ import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../reconciler/lease-keep
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { openLogger, parseLogOptions } from './logging.ts';
-import type { StoreFlags } from './store-selection.ts';
+import type { OpenedStore, StoreFlags } from './store-selection.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
 
 export interface GlobalOptions extends StoreFlags {
@@ -60,13 +60,14 @@ export class CliContext {
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
 
-  /** `opened`: the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
-  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, opened?: { store: StateStore; location: string }, options: ContextOptions = {}) {
+  /** `openStore`: opens the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
+  constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, openStore?: () => OpenedStore, options: ContextOptions = {}) {
     // Before anything is opened: a refused test hook, log format or TTL is an input error with nothing created.
     this.hooks = testHooksFromEnv();
     this.leaseTtlMs = parseLeaseTtl(leaseTtl, options.defaultLeaseTtlMs);
     const logOptions = { ...parseLogOptions(logLevel, logFormat), ...(options.logToStdout === true ? { stdout: true } : {}) };
     mkdirSync(stateDir, { recursive: true });
+    const opened = openStore?.();
     this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.storeLocation = opened?.location ?? stateDir;
     this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);

@@ -29,15 +29,9 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
   let code: number;
   try {
     const { CliContext, resolveStateDir } = await import('./context.ts');
-    const { chooseStore, openChosenStore } = await import('./store-selection.ts');
+    const { chooseStore, storeOpener } = await import('./store-selection.ts');
     const stateDir = resolveStateDir(globals);
-    const opened = await openChosenStore(chooseStore(globals, stateDir));
-    try {
-      ctx = new CliContext(stateDir, globals.logLevel, globals.logFormat, globals.leaseTtl, opened, options);
-    } catch (error) {
-      await opened.store.close();
-      throw error;
-    }
+    ctx = new CliContext(stateDir, globals.logLevel, globals.logFormat, globals.leaseTtl, await storeOpener(chooseStore(globals, stateDir)), options);
     code = await run(ctx);
   } catch (error) {
     if (error instanceof InvalidInputError) {

@@ -95,13 +95,24 @@ export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.Pro
   return { kind: 'etcd', endpoints, tls };
 }
 
-/** Opens the chosen store; etcd's client (gRPC) is loaded only when it is the one chosen. */
-export async function openChosenStore(choice: StoreChoice): Promise<{ store: StateStore; location: string }> {
+export interface OpenedStore {
+  store: StateStore;
+  /** Where the records are, for messages. */
+  location: string;
+}
+
+/**
+ * What opens the chosen store, loaded ahead (etcd's client, gRPC, only when it is the one chosen) so
+ * that the store itself is opened after every other setting was checked: bad input creates nothing.
+ */
+export async function storeOpener(choice: StoreChoice): Promise<() => OpenedStore> {
   if (choice.kind === 'sqlite') {
     const { SqliteStateStore } = await import('../adapters/stores/sqlite-state-store.ts');
-    return { store: new SqliteStateStore(choice.path), location: dirname(choice.path) };
+    return () => ({ store: new SqliteStateStore(choice.path), location: dirname(choice.path) });
   }
   const { EtcdStateStore } = await import('../adapters/stores/etcd-state-store.ts');
-  const store = new EtcdStateStore({ endpoints: choice.endpoints, tls: choice.tls });
-  return { store, location: store.describe() };
+  return () => {
+    const store = new EtcdStateStore({ endpoints: choice.endpoints, tls: choice.tls });
+    return { store, location: store.describe() };
+  };
 }

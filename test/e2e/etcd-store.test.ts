@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { Etcd3 } from 'etcd3';
+import { openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
+import type { ClientAccess } from '../../src/cli/endpoints-command.ts';
+import type { ControlPlaneRecord, MachineRecord } from '../../src/domain/machine.ts';
+import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
+
+// The self-hosted set-up of the README: a management control plane brought up with the default store
+// (SQLite in the state dir), then made the record store of every later command with --store etcd.
+const newEnv = cliEnvFactory();
+let env: CliEnv;
+let access: ClientAccess;
+let kv: Etcd3 | undefined;
+
+before(async () => {
+  env = newEnv('127.163');
+  const mgmt = await env.run(['up', '--name', 'mgmt', '--replicas', '1', '--timeout', '90s', '-o', 'json']);
+  assert.equal(mgmt.code, 0, mgmt.stderr);
+  const printed = await env.run(['endpoints', 'mgmt', '-o', 'json']);
+  assert.equal(printed.code, 0, printed.stderr);
+  access = JSON.parse(printed.stdout) as ClientAccess;
+  assert.ok(access.cacert !== undefined && access.cert !== undefined && access.key !== undefined, 'mgmt speaks mutual TLS');
+  kv = openKvClient(access.endpoints, { credentials: readTlsCredentials({ caFile: access.cacert, certFile: access.cert, keyFile: access.key }) });
+});
+
+after(async () => {
+  kv?.close();
+  // Stops mgmt by the PIDs it recorded; the env's cleanup kills anything left under the state dir.
+  await env.run(['down', 'mgmt', '--force', '--wait', '5s']);
+});
+
+/** The flags `fastplane endpoints mgmt` printed, as argv. */
+function storeFlags(): string[] {
+  return ['--store', 'etcd', '--etcd-endpoints', access.endpoints.join(','), '--etcd-cacert', access.cacert ?? '', '--etcd-cert', access.cert ?? '', '--etcd-key', access.key ?? ''];
+}
+
+async function records<T>(prefix: string): Promise<T[]> {
+  if (kv === undefined) throw new Error('no client');
+  const values = await kv.getAll().prefix(prefix).strings();
+  return Object.values(values).map((text) => JSON.parse(text) as T);
+}
+
+test('with --store etcd pointed at mgmt, up, status, scale and down keep their records in mgmt\'s etcd, not in SQLite', async () => {
+  const flagsLine = await env.run(['endpoints', 'mgmt']);
+  assert.equal(flagsLine.code, 0, flagsLine.stderr);
+  assert.equal(flagsLine.stdout.trim(), storeFlags().join(' '), 'the default output is the flags, ready to paste');
+
+  const up = await env.run([...storeFlags(), 'up', '--name', 'work', '--replicas', '1', '--timeout', '90s', '-o', 'json']);
+  assert.equal(up.code, 0, up.stderr);
+  const workURL = statusOf(up.stdout).status.endpoints[0];
+  assert.ok(workURL !== undefined);
+  const block = (url: string) => new URL(url).hostname.split('.').slice(0, 3).join('.');
+  assert.ok(!access.endpoints.some((url) => block(url) === block(workURL)), `work (${workURL}) is not in mgmt's address block: the host check skipped it`);
+
+  const cps = await records<ControlPlaneRecord>('/fastplane/control-planes/');
+  assert.deepEqual(cps.map((cp) => cp.name), ['work']);
+  assert.deepEqual(env.controlPlanes(), ['mgmt'], 'SQLite holds mgmt only');
+  assert.deepEqual(env.machines('work'), []);
+  const claims = await records<{ owner: string }>('/fastplane/claims/');
+  assert.deepEqual(claims.map((c) => c.owner), ['work'], 'the address slot is claimed in etcd');
+
+  // The variables work as the flags do.
+  const status = await env.run(['status', 'work', '-o', 'json'], {
+    FASTPLANE_STORE: 'etcd',
+    FASTPLANE_ETCD_ENDPOINTS: access.endpoints.join(','),
+    FASTPLANE_ETCD_CACERT: access.cacert ?? '',
+    FASTPLANE_ETCD_CERT: access.cert ?? '',
+    FASTPLANE_ETCD_KEY: access.key ?? '',
+  });
+  assert.equal(status.code, 0, status.stderr);
+  assert.equal(statusOf(status.stdout).status.voters, 1);
+
+  const scaled = await env.run([...storeFlags(), 'scale', 'work', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
+  assert.equal(scaled.code, 0, scaled.stderr);
+  assert.equal(statusOf(scaled.stdout).status.voters, 3);
+  const machines = await records<MachineRecord>('/fastplane/machines/work/');
+  assert.deepEqual(machines.map((m) => m.phase), ['Voter', 'Voter', 'Voter']);
+  const [work] = await records<ControlPlaneRecord>('/fastplane/control-planes/');
+  assert.equal(work?.generation, 2);
+  assert.equal(work.observedGeneration, 2);
+  assert.ok((await records<unknown>('/fastplane/events/work/')).length > 0, 'events are in etcd');
+
+  const down = await env.run([...storeFlags(), 'down', 'work']);
+  assert.equal(down.code, 0, down.stderr);
+  assert.deepEqual(await records<unknown>('/fastplane/control-planes/'), []);
+  assert.deepEqual(await records<unknown>('/fastplane/machines/'), []);
+  assert.deepEqual(await records<unknown>('/fastplane/claims/'), [], 'down gave the slot back');
+  assert.deepEqual(env.controlPlanes(), ['mgmt']);
+});
+
+test('a bad store setting is exit 2 naming the flag; an etcd store that does not answer is a one-line error', async () => {
+  const missing = await env.run(['--store', 'etcd', 'status']);
+  assert.equal(missing.code, 2);
+  assert.match(missing.stderr, /^error: --etcd-endpoints: required with --store etcd/);
+  // Nothing listens on this address (mgmt and work are in other blocks).
+  const silent = await env.run(['--store', 'etcd', '--etcd-endpoints', 'http://127.163.250.1:2379', 'status']);
+  assert.equal(silent.code, 1);
+  assert.match(silent.stderr, /^error: etcd store unreachable at http:\/\/127\.163\.250\.1:2379/);
+  assert.doesNotMatch(silent.stderr, /\n\s+at /, 'no stack trace');
+});

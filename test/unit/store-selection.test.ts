@@ -1,0 +1,88 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { InvalidInputError } from '../../src/api/errors.ts';
+import { renderAccess } from '../../src/cli/endpoints-command.ts';
+import { chooseStore } from '../../src/cli/store-selection.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'fastplane-store-selection-'));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+const file = (name: string): string => {
+  const path = join(dir, name);
+  writeFileSync(path, 'pem');
+  return path;
+};
+const ca = file('ca.crt');
+const cert = file('client.crt');
+const key = file('client.key');
+
+/** The problems of an input error, or a failure when the call did not throw one. */
+function problemsOf(fn: () => unknown): readonly string[] {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof InvalidInputError) return error.problems;
+    throw error;
+  }
+  return assert.fail('no input error');
+}
+
+describe('chooseStore', () => {
+  test('sqlite in the state dir by default, whatever etcd variables are set', () => {
+    assert.deepEqual(chooseStore({}, '/state', {}), { kind: 'sqlite', path: join('/state', 'fastplane.db') });
+    assert.deepEqual(chooseStore({}, '/state', { FASTPLANE_ETCD_ENDPOINTS: 'http://10.0.0.1:2379' }).kind, 'sqlite');
+  });
+
+  test('etcd from flags, or from the variables, flags winning', () => {
+    const flags = { store: 'etcd', etcdEndpoints: 'https://10.0.0.1:2379, https://10.0.0.2:2379', etcdCacert: ca, etcdCert: cert, etcdKey: key };
+    assert.deepEqual(chooseStore(flags, '/state', {}), {
+      kind: 'etcd',
+      endpoints: ['https://10.0.0.1:2379', 'https://10.0.0.2:2379'],
+      tls: { caFile: ca, certFile: cert, keyFile: key },
+    });
+    const env = { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'http://10.0.0.9:2379', FASTPLANE_ETCD_CACERT: ca };
+    assert.deepEqual(chooseStore({}, '/state', env), { kind: 'etcd', endpoints: ['http://10.0.0.9:2379'], tls: { caFile: ca } });
+    assert.deepEqual(chooseStore({ etcdEndpoints: 'http://10.0.0.1:2379' }, '/state', env), { kind: 'etcd', endpoints: ['http://10.0.0.1:2379'], tls: { caFile: ca } });
+    assert.equal(chooseStore({ store: 'sqlite' }, '/state', { FASTPLANE_STORE: 'etcd' }).kind, 'sqlite');
+  });
+
+  test('bad settings are input errors naming the flag or variable', () => {
+    assert.match(problemsOf(() => chooseStore({ store: 'redis' }, '/s', {})).join(), /^--store: must be sqlite or etcd, got redis/);
+    assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'nope' })).join(), /^FASTPLANE_STORE: must be sqlite or etcd/);
+    assert.match(problemsOf(() => chooseStore({ store: 'etcd' }, '/s', {})).join(), /^--etcd-endpoints: required with --store etcd/);
+    assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: '10.0.0.1:2379' }, '/s', {})).join(), /--etcd-endpoints: 10\.0\.0\.1:2379 is not a client URL/);
+    assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'ftp://x:1' })).join(), /^FASTPLANE_ETCD_ENDPOINTS: ftp:\/\/x:1 is not a client URL/);
+    const missing = problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: 'https://h:2379', etcdCacert: join(dir, 'none.crt'), etcdCert: cert, etcdKey: dir }, '/s', {}));
+    assert.deepEqual(missing, [`--etcd-cacert: no such file: ${join(dir, 'none.crt')}`, `--etcd-key: not a file: ${dir}`]);
+    assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: 'https://h:2379', etcdCert: cert }, '/s', {})).join(), /^--etcd-key: required with --etcd-cert/);
+    assert.match(problemsOf(() => chooseStore({ etcdCacert: ca }, '/s', {})).join(), /^--etcd-cacert: only with --store etcd/);
+  });
+});
+
+describe('endpoints output', () => {
+  const access = { endpoints: ['https://127.77.1.1:2379', 'https://127.77.1.2:2379'], cacert: '/p/ca.crt', cert: '/p/client.crt', key: "/it's here/client.key" };
+
+  test('as flags, as export lines (quoted for the shell) and as JSON', () => {
+    assert.equal(
+      renderAccess(access, 'flags'),
+      `--store etcd --etcd-endpoints https://127.77.1.1:2379,https://127.77.1.2:2379 --etcd-cacert /p/ca.crt --etcd-cert /p/client.crt --etcd-key '/it'\\''s here/client.key'`,
+    );
+    assert.equal(
+      renderAccess(access, 'env'),
+      [
+        'export FASTPLANE_STORE=etcd',
+        'export FASTPLANE_ETCD_ENDPOINTS=https://127.77.1.1:2379,https://127.77.1.2:2379',
+        'export FASTPLANE_ETCD_CACERT=/p/ca.crt',
+        'export FASTPLANE_ETCD_CERT=/p/client.crt',
+        `export FASTPLANE_ETCD_KEY='/it'\\''s here/client.key'`,
+      ].join('\n'),
+    );
+    assert.deepEqual(JSON.parse(renderAccess(access, 'json')), access);
+    assert.equal(renderAccess({ endpoints: ['http://127.77.1.1:2379'] }, 'flags'), '--store etcd --etcd-endpoints http://127.77.1.1:2379', 'an insecure cluster has no TLS flags');
+    assert.throws(() => renderAccess(access, 'yaml'), /-o: must be flags, env or json/);
+  });
+});
