@@ -10,6 +10,12 @@ import { openStateStore } from '../../src/adapters/stores/sqlite-state-store.ts'
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 import { httpGet as get, startController, waitFor, type ControllerReplica } from '../support/controller-replica.ts';
 
+// Registered before the env factory's clean-up (hooks run in order), so that `down` runs while the
+// state dir is still there and does not create it again after the clean-up removed it.
+after(async () => {
+  await teardown();
+});
+
 const newEnv = cliEnvFactory();
 const env = newEnv('127.170');
 const METRICS = '127.170.0.250:9464';
@@ -67,7 +73,7 @@ before(async () => {
   await waitFor('Prometheus ready', async () => ((await get(`http://${PROMETHEUS}/-/ready`))?.status === 200 ? true : undefined), 30_000);
 });
 
-after(async () => {
+async function teardown(): Promise<void> {
   if (controller && controller.child.exitCode === null) controller.child.kill('SIGKILL');
   if (prometheus?.pid !== undefined && prometheus.exitCode === null) {
     const exited = new Promise((resolve) => prometheus?.once('exit', resolve));
@@ -76,7 +82,7 @@ after(async () => {
   }
   // Members are stopped by PID through down; cliEnvFactory then kills anything left under the state dir.
   for (const name of ['prom', 'web']) await env.run(['down', name, '--force', '--wait', '1s']);
-});
+}
 
 describe('fastplane controller on real etcd', () => {
   test('bad flags exit 2 naming the flag', async () => {
