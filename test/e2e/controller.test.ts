@@ -7,33 +7,20 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { defaultControlPlane, validateControlPlane } from '../../src/api/control-plane.ts';
 import { openStateStore } from '../../src/adapters/stores/sqlite-state-store.ts';
-import type { CliRun } from '../support/cli.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
+import { httpGet as get, startController, waitFor, type ControllerReplica } from '../support/controller-replica.ts';
+
+// Registered before the env factory's clean-up (hooks run in order), so that `down` runs while the
+// state dir is still there and does not create it again after the clean-up removed it.
+after(async () => {
+  await teardown();
+});
 
 const newEnv = cliEnvFactory();
 const env = newEnv('127.170');
 const METRICS = '127.170.0.250:9464';
 const PROMETHEUS = '127.170.0.251:9090';
 const ID = 'ctl-e2e';
-
-async function waitFor<T>(what: string, check: () => Promise<T | undefined> | T | undefined, ms = 90_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
-    await sleep(200);
-  }
-}
-
-async function get(url: string): Promise<{ status: number; body: string } | undefined> {
-  try {
-    const response = await fetch(url);
-    return { status: response.status, body: await response.text() };
-  } catch {
-    return undefined;
-  }
-}
 
 /** Stores a spec as any client of the store would, without running up: only the controller acts on it. */
 async function storeSpec(name: string, spec: Record<string, unknown>): Promise<number> {
@@ -60,9 +47,7 @@ function leaseHolders(): Map<string, string> {
   }
 }
 
-/** Pino lines of the controller's stdout so far. */
-const controllerLines: { time: number; msg: string; cluster?: string; generation?: number }[] = [];
-let controller: { child: ChildProcess; done: Promise<CliRun> } | undefined;
+let controller: ControllerReplica | undefined;
 let prometheus: ChildProcess | undefined;
 
 async function promQuery(query: string): Promise<number | undefined> {
@@ -74,13 +59,7 @@ async function promQuery(query: string): Promise<number | undefined> {
 
 before(async () => {
   mkdirSync(env.stateDir, { recursive: true });
-  controller = env.start(['controller', '--id', ID, '--metrics-address', METRICS, '--max-concurrent-reconciles', '4']);
-  let partial = '';
-  controller.child.stdout?.on('data', (chunk: Buffer) => {
-    const lines = (partial + chunk.toString()).split('\n');
-    partial = lines.pop() ?? '';
-    for (const line of lines) if (line.trim() !== '') controllerLines.push(JSON.parse(line) as (typeof controllerLines)[number]);
-  });
+  controller = startController(env, ['controller', '--id', ID, '--metrics-address', METRICS, '--max-concurrent-reconciles', '4']);
   const dir = join(env.stateDir, 'prometheus');
   mkdirSync(dir, { recursive: true });
   const config = join(dir, 'prometheus.yml');
@@ -94,7 +73,7 @@ before(async () => {
   await waitFor('Prometheus ready', async () => ((await get(`http://${PROMETHEUS}/-/ready`))?.status === 200 ? true : undefined), 30_000);
 });
 
-after(async () => {
+async function teardown(): Promise<void> {
   if (controller && controller.child.exitCode === null) controller.child.kill('SIGKILL');
   if (prometheus?.pid !== undefined && prometheus.exitCode === null) {
     const exited = new Promise((resolve) => prometheus?.once('exit', resolve));
@@ -103,7 +82,7 @@ after(async () => {
   }
   // Members are stopped by PID through down; cliEnvFactory then kills anything left under the state dir.
   for (const name of ['prom', 'web']) await env.run(['down', name, '--force', '--wait', '1s']);
-});
+}
 
 describe('fastplane controller on real etcd', () => {
   test('bad flags exit 2 naming the flag', async () => {
@@ -175,7 +154,7 @@ describe('fastplane controller on real etcd', () => {
     const stored = log.filter((line) => line.cluster === 'web' && line.msg.startsWith('stored generation')).at(-1);
     assert.ok(stored, 'scale logged the generation it stored');
     const generation = Number(stored.msg.replace('stored generation ', ''));
-    const noticed = controllerLines.find((line) => line.cluster === 'web' && line.generation === generation && line.msg.includes('noticed'));
+    const noticed = controller?.lines.find((line) => line.cluster === 'web' && line.generation === generation && line.msg.includes('noticed'));
     assert.ok(noticed, `the controller noticed generation ${String(generation)}`);
     const lagMs = noticed.time - stored.time;
     console.log(`controller noticed generation ${String(generation)} of web ${String(lagMs)} ms after scale stored it`);
@@ -205,6 +184,6 @@ describe('fastplane controller on real etcd', () => {
     assert.equal(run.code, 0, run.stderr);
     assert.ok(ms < 10_000, `exited ${String(ms)} ms after SIGTERM`);
     assert.deepEqual([...leaseHolders()], [], 'no lease left in the store');
-    assert.ok(controllerLines.some((line) => line.msg.includes('lease on web released')));
+    assert.ok(controller.lines.some((line) => line.msg.includes('lease on web released')));
   });
 });
