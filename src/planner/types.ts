@@ -12,6 +12,8 @@ export interface PlannerSpec {
   strategy: 'parallel' | 'serial';
   maxConcurrentProvisioning: number;
   maxLearners: number;
+  /** `fastplane`: etcd's own add/remove checks are off, and the planner makes them (guard.ts). */
+  reconfigurationCheck: 'etcd' | 'fastplane';
   maxSurge: number;
   remediation: {
     maxRetry: number;

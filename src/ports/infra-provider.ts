@@ -33,6 +33,8 @@ export interface MemberLaunch {
   clusterToken: string;
   maxLearners: number;
   quotaBackendBytes?: number;
+  /** false: etcd --strict-reconfig-check=false (fastplane makes the checks itself). Default true. */
+  strictReconfigCheck?: boolean;
   /**
    * `fastplane recover` only: this one start rewrites the member's data dir into a one-member cluster
    * (etcd --force-new-cluster). Later starts never carry it.
