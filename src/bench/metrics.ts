@@ -89,7 +89,8 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     }),
     initSeconds: calibration.initSeconds,
     joinSeconds: calibration.joinSeconds,
-    addRule: calibration.addRule,
+    // Guarded members run with etcd's check off: the "no add rule" bound, whatever the version.
+    addRule: evidence.strategy === 'guarded' ? ('none' as const) : calibration.addRule,
     connectedSeconds: PEER_CONNECTED_SECONDS,
     existingVoters: scale?.existingVoters ?? 0,
   };

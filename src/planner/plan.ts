@@ -5,6 +5,7 @@ import { selectVictims, type VictimCandidate } from '../domain/selection.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
 import { abandonInit, initNeverStarted } from './init-retry.ts';
+import { guardAdd, guardPromotion } from './guard.ts';
 import { preflightForAdd } from './preflight.ts';
 import { removal } from './removal.ts';
 import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
@@ -226,7 +227,7 @@ function joinCandidates(step: Step): ObservedMachine[] {
 function scaleUp(step: Step): MembershipAction | undefined {
   const next = joinCandidates(step)[0];
   if (!next) return undefined;
-  const reasons = preflightForAdd(step.view);
+  const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view)];
   if (reasons.length > 0) {
     // A taken learner slot is the normal gate, reported by promote(); the rest explain the hold.
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
@@ -257,6 +258,11 @@ function promote(step: Step): MembershipAction | undefined {
     }
     if (!keepsQuorum(view.voters.length, view.healthyVoters.length, 1, 1)) {
       step.waits.push({ code: 'QuorumWouldBreak', message: `promoting ${name} would leave too few healthy voters`, machine: name });
+      continue;
+    }
+    const guard = guardPromotion(view, learner);
+    if (guard.length > 0) {
+      step.waits.push(...guard.map((w) => ({ ...w, machine: name })));
       continue;
     }
     return { kind: 'PromoteLearner', machine: name, memberId: learner.id, reason: 'LearnerCaughtUp' };
@@ -370,11 +376,14 @@ function isConverged(step: Step, actions: number): boolean {
   );
 }
 
+/** Waits that end within a few hundred ms, on etcd's side or as readings accumulate. */
+const FAST_WAITS = new Set(['VoterUnhealthy', 'VoterOutOfStep', 'ConnectivityUnproven', 'VotersNotConnected', 'PromotionQuorumUnproven']);
+
 function requeueAfter(step: Step, actions: number, converged: boolean): number {
   if (actions > 0) return REQUEUE.now;
   if (converged) return REQUEUE.idle;
   if (step.waits.some((w) => w.code.startsWith('Retry'))) return REQUEUE.retry;
-  if (step.view.learners.length > 0 || step.waits.some((w) => w.code === 'VoterUnhealthy')) return REQUEUE.fast;
+  if (step.view.learners.length > 0 || step.waits.some((w) => FAST_WAITS.has(w.code))) return REQUEUE.fast;
   return REQUEUE.slow;
 }
 

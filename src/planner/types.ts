@@ -54,6 +54,15 @@ export interface LastMembershipAttempt {
   error?: string;
 }
 
+/**
+ * The members' statuses at one earlier pass, kept by the observer: a guarded removal needs to see
+ * voters keep up with the leader across at least one election timeout, which one reading cannot show.
+ */
+export interface VoterReading {
+  at: number;
+  statuses: Record<string, { leaderId: string; raftTerm: number; raftIndex: number }>;
+}
+
 export interface Observed {
   /** Next machine ordinal (names are `<cluster>-<ordinal>`). */
   nextOrdinal: number;
@@ -68,6 +77,8 @@ export interface Observed {
   members: { ok: true; list: ObservedMember[] } | { ok: false; error: string };
   alarms: EtcdAlarm[];
   lastMembershipAttempt?: LastMembershipAttempt;
+  /** Earlier readings of this run, oldest first (the observer's; empty on a first pass). */
+  earlierReadings?: VoterReading[];
 }
 
 export interface CreateMachine {

@@ -1,5 +1,5 @@
 import type { ControlPlaneRecord } from '../domain/machine.ts';
-import type { LastMembershipAttempt, Observed, ObservedMachine, ObservedMember, StatusReading } from '../planner/types.ts';
+import type { LastMembershipAttempt, Observed, ObservedMachine, ObservedMember, StatusReading, VoterReading } from '../planner/types.ts';
 import { clientURLOf } from '../planner/view.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider } from '../ports/infra-provider.ts';
@@ -69,7 +69,7 @@ async function readMembers(deps: ObserveDeps, machines: ObservedMachine[], cp: C
  * One snapshot of records, provider state and etcd. Failed reads become data, never exceptions. Reads
  * only: status runs it beside a reconcile.
  */
-export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMembershipAttempt): Promise<Observed> {
+export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMembershipAttempt, earlierReadings: readonly VoterReading[] = []): Promise<Observed> {
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const records = await deps.store.listMachines(deps.cluster);
@@ -110,5 +110,6 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   if (cp.initializedAt !== undefined) observed.initializedAt = cp.initializedAt;
   if (cp.lastRemediation) observed.lastRemediation = cp.lastRemediation;
   if (lastMembershipAttempt) observed.lastMembershipAttempt = lastMembershipAttempt;
+  if (earlierReadings.length > 0) observed.earlierReadings = [...earlierReadings];
   return observed;
 }
