@@ -379,12 +379,24 @@ function isConverged(step: Step, actions: number): boolean {
 /** Waits that end within a few hundred ms, on etcd's side or as readings accumulate. */
 const FAST_WAITS = new Set(['VoterUnhealthy', 'VoterOutOfStep', 'ConnectivityUnproven', 'VotersNotConnected', 'PromotionQuorumUnproven']);
 
+/**
+ * Soonest a provisioning machine is expected ready, from the provider's hint: the pass that sees it
+ * ready runs then, not up to a poll interval later (1 ms after, so the machine is ready when read).
+ */
+function untilExpectedReady(step: Step): number | undefined {
+  const { now } = step.view;
+  const due = activeMachines(step).flatMap((m) => (m.infra?.state === 'Provisioning' && m.infra.expectedReadyAt !== undefined ? [m.infra.expectedReadyAt - now + 1] : []));
+  return due.length === 0 ? undefined : Math.max(1, Math.min(...due));
+}
+
 function requeueAfter(step: Step, actions: number, converged: boolean): number {
   if (actions > 0) return REQUEUE.now;
   if (converged) return REQUEUE.idle;
+  // etcd's add rule lapses on its own clock: a refused add is tried again soon (a refusal is cheap).
+  if (step.waits.some((w) => w.code === 'RetryUnhealthyCluster')) return REQUEUE.fast;
   if (step.waits.some((w) => w.code.startsWith('Retry'))) return REQUEUE.retry;
   if (step.view.learners.length > 0 || step.waits.some((w) => FAST_WAITS.has(w.code))) return REQUEUE.fast;
-  return REQUEUE.slow;
+  return Math.min(REQUEUE.slow, untilExpectedReady(step) ?? REQUEUE.slow);
 }
 
 /**

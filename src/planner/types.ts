@@ -32,6 +32,8 @@ export interface ObservedMachine {
     failureMessage?: string;
     memberRunning: boolean;
     memberStartedAt?: number;
+    /** The provider's hint while Provisioning: the planner looks again then instead of polling. */
+    expectedReadyAt?: number;
     address: string;
     clientURL: string;
     peerURL: string;

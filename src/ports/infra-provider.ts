@@ -19,6 +19,8 @@ export interface MachineInfra {
   memberRunning: boolean;
   /** When the member process was last started (ms since epoch). */
   memberStartedAt?: number;
+  /** While Provisioning, when the provider expects the machine ready, if it knows (a hint, not a promise). */
+  expectedReadyAt?: number;
 }
 
 export interface MemberLaunch {

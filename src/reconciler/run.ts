@@ -139,7 +139,9 @@ export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions):
     if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return settled('Blocked');
     if (now >= options.deadline) return settled(decision.blocked ? 'Blocked' : 'DeadlineExceeded');
     // After a failed action, back off before re-observing instead of hammering etcd or the provider.
-    const pause = result.failed ? Math.max(decision.requeueAfterMs, REQUEUE.retry) : decision.requeueAfterMs;
+    // etcd's add rule ("unhealthy cluster") lapses by itself within a few hundred ms: try again sooner.
+    const backoff = result.attempt?.errorKind === 'UnhealthyCluster' ? REQUEUE.fast : REQUEUE.retry;
+    const pause = result.failed ? Math.max(decision.requeueAfterMs, backoff) : decision.requeueAfterMs;
     await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));
   }
 }
