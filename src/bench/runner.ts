@@ -160,7 +160,7 @@ function latencies(runs: BenchRun[], strategy: Strategy): number[] {
 const medianOf = (values: number[]): number | null => medianSeconds(values) ?? null;
 const maxOf = (values: number[]): number | null => (values.length === 0 ? null : Math.max(...values));
 
-function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefined {
+export function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefined {
   const mine = runsOf(runs, strategy);
   if (mine.length === 0) return undefined;
   const secondsMedian = medianSeconds(mine.map((s) => s.seconds)) ?? 0;
@@ -177,7 +177,8 @@ function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefi
   };
 }
 
-function figures(modes: BenchResult['modes']): BenchFigures {
+/** The headline fields (today's top-level JSON): serial against parallel; guarded is under `modes`. */
+export function figures(modes: BenchResult['modes']): BenchFigures {
   const { serial, parallel } = modes;
   return {
     serialSeconds: serial?.seconds ?? null,
