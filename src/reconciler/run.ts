@@ -1,6 +1,6 @@
 import type { MachineRecord } from '../domain/machine.ts';
 import { execute, type ExecutorDeps } from '../executor/execute.ts';
-import { planFromView, REQUEUE } from '../planner/plan.ts';
+import { FAST_RETRY, planFromView, REQUEUE } from '../planner/plan.ts';
 import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed, VoterReading, Wait } from '../planner/types.ts';
@@ -139,8 +139,8 @@ export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions):
     if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return settled('Blocked');
     if (now >= options.deadline) return settled(decision.blocked ? 'Blocked' : 'DeadlineExceeded');
     // After a failed action, back off before re-observing instead of hammering etcd or the provider.
-    // etcd's add rule ("unhealthy cluster") lapses by itself within a few hundred ms: try again sooner.
-    const backoff = result.attempt?.errorKind === 'UnhealthyCluster' ? REQUEUE.fast : REQUEUE.retry;
+    // Refusals that lapse by themselves (the 5 s rule, a learner just in sync) are tried again sooner.
+    const backoff = result.attempt?.errorKind !== undefined && FAST_RETRY.has(result.attempt.errorKind) ? REQUEUE.fast : REQUEUE.retry;
     const pause = result.failed ? Math.max(decision.requeueAfterMs, backoff) : decision.requeueAfterMs;
     await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));
   }
