@@ -46,6 +46,9 @@ const EtcdSchema = z
   .object({
     maxLearners: z.number().int().min(1).max(8).default(1),
     quotaBackendBytes: z.number().int().positive().optional(),
+    // Who guards membership changes: etcd's own checks (--strict-reconfig-check, the 5 s rule), or
+    // fastplane's planner making the same checks on its own observations with etcd's turned off.
+    reconfigurationCheck: z.enum(['etcd', 'fastplane'], { error: 'must be etcd or fastplane' }).default('etcd'),
   })
   .strict();
 

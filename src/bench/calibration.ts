@@ -30,6 +30,8 @@ export interface CalibrationWorld {
   /** Provider cluster holding every calibration machine; created with no provisioning delay. */
   cluster: string;
   version: string;
+  /** false: members start with --strict-reconfig-check=false (etcd's add/remove checks off). */
+  strictReconfigCheck?: boolean;
 }
 
 const POLL_MS = 20;
@@ -75,6 +77,7 @@ export async function initSample(world: CalibrationWorld, ordinal: number): Prom
     initialClusterState: 'new',
     clusterToken: initToken(ordinal),
     maxLearners: 1,
+    ...(world.strictReconfigCheck === false ? { strictReconfigCheck: false } : {}),
   });
   await until(`${infra.name} serving`, async () => ((await world.admin.status(infra.clientURL)).leaderId !== '0' ? true : undefined));
   return { infra, seconds: seconds(Date.now() - started) };
@@ -92,7 +95,15 @@ export async function joinSample(world: CalibrationWorld, ordinal: number, leade
     return world.admin.addLearner([leader.clientURL], infra.peerURL);
   });
   const initialCluster = members.map((m) => `${m.id === member.id ? infra.name : m.name}=${m.peerURLs[0] ?? ''}`).join(',');
-  await world.provider.startMember(world.cluster, infra.name, { memberName: infra.name, version: world.version, initialCluster, initialClusterState: 'existing', clusterToken: token, maxLearners: 1 });
+  await world.provider.startMember(world.cluster, infra.name, {
+    memberName: infra.name,
+    version: world.version,
+    initialCluster,
+    initialClusterState: 'existing',
+    clusterToken: token,
+    maxLearners: 1,
+    ...(world.strictReconfigCheck === false ? { strictReconfigCheck: false } : {}),
+  });
   await until('the learner in sync', async () => {
     const [mine, lead] = await Promise.all([world.admin.status(infra.clientURL), world.admin.status(leader.clientURL)]);
     return mine.raftAppliedIndex >= lead.raftAppliedIndex - IN_SYNC_ENTRIES ? true : undefined;

@@ -89,7 +89,8 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     }),
     initSeconds: calibration.initSeconds,
     joinSeconds: calibration.joinSeconds,
-    addRule: calibration.addRule,
+    // Guarded members run with etcd's check off: the "no add rule" bound, whatever the version.
+    addRule: evidence.strategy === 'guarded' ? ('none' as const) : calibration.addRule,
     connectedSeconds: PEER_CONNECTED_SECONDS,
     existingVoters: scale?.existingVoters ?? 0,
   };
@@ -107,7 +108,8 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     bound: { inputs, ...bound },
     promotionLatency: medianAndMax(latencies),
     passes: evidence.passes,
-    refusals: evidence.events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Failed').length,
+    // etcd's refusals (5 s rule, not in sync) are recorded as Refused; other failed attempts count too.
+    refusals: evidence.events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && (e.outcome === 'Refused' || e.outcome === 'Failed')).length,
     machines,
     membership: changes.map((e) => ({ action: e.action ?? '', machine: e.machine ?? null, at: seconds(e.at - evidence.t0), endedAt: seconds((e.endedAt ?? e.at) - evidence.t0) })),
   };

@@ -9,7 +9,11 @@ import type { PreloadSummary } from './preload.ts';
 
 /** The JSON `fastplane bench` prints and saves, read back by `fastplane report`. */
 
-export type Strategy = 'serial' | 'parallel';
+/**
+ * A bench mode: `serial` (KCP's order), `parallel` (etcd guards each change, its 5 s rule included),
+ * `guarded` (parallel with `reconfigurationCheck: fastplane`: the planner checks, etcd's rule is off).
+ */
+export type Strategy = 'serial' | 'parallel' | 'guarded';
 
 /** One membership change that took effect, in seconds from the start of its run. */
 export interface BenchEvent {
@@ -78,6 +82,7 @@ export interface BenchRun {
   /** Each strategy the bench ran (`--modes`). */
   serial?: StrategyRun;
   parallel?: StrategyRun;
+  guarded?: StrategyRun;
   /** serial / parallel; null unless both ran. */
   speedup: number | null;
   /** The parallel run's efficiency; null unless it ran. */

@@ -42,7 +42,8 @@ export interface Reconciled {
 export interface SpecFields {
   name: string;
   replicas: number;
-  strategy?: Strategy;
+  strategy?: 'serial' | 'parallel';
+  reconfigurationCheck?: 'etcd' | 'fastplane';
   provisioningDelay?: string;
   version?: string;
 }
@@ -92,7 +93,9 @@ async function calibration(host: BenchHost, version: string): Promise<Calibratio
 
 async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, active: Set<ControlPlane>): Promise<StrategyRun> {
   const name = `bench-${String(run)}-${strategy}`;
-  const spec: SpecFields = { name, strategy, replicas: options.preloadBytes === undefined ? options.replicas : 1, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
+  // guarded is the parallel strategy with fastplane's own checks in place of etcd's 5 s rule.
+  const modeFields: Pick<SpecFields, 'strategy' | 'reconfigurationCheck'> = strategy === 'guarded' ? { strategy: 'parallel', reconfigurationCheck: 'fastplane' } : { strategy };
+  const spec: SpecFields = { name, ...modeFields, replicas: options.preloadBytes === undefined ? options.replicas : 1, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
   let manifest = await host.manifest(spec);
   active.add(manifest);
   const provider = host.provider(manifest);
@@ -157,7 +160,7 @@ function latencies(runs: BenchRun[], strategy: Strategy): number[] {
 const medianOf = (values: number[]): number | null => medianSeconds(values) ?? null;
 const maxOf = (values: number[]): number | null => (values.length === 0 ? null : Math.max(...values));
 
-function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefined {
+export function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefined {
   const mine = runsOf(runs, strategy);
   if (mine.length === 0) return undefined;
   const secondsMedian = medianSeconds(mine.map((s) => s.seconds)) ?? 0;
@@ -174,7 +177,8 @@ function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures | undefi
   };
 }
 
-function figures(modes: BenchResult['modes']): BenchFigures {
+/** The headline fields (today's top-level JSON): serial against parallel; guarded is under `modes`. */
+export function figures(modes: BenchResult['modes']): BenchFigures {
   const { serial, parallel } = modes;
   return {
     serialSeconds: serial?.seconds ?? null,

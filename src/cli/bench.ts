@@ -29,20 +29,18 @@ export interface BenchFlags {
   output: string;
 }
 
-const STRATEGIES: readonly Strategy[] = ['serial', 'parallel'];
+const STRATEGIES: readonly Strategy[] = ['serial', 'parallel', 'guarded'];
 
-/** `serial,parallel`, in the order given, each once. */
+/** `serial,parallel,guarded` or any of them, in the order given, each once. */
 function parseModes(text: string, problems: string[]): Strategy[] {
   const modes: Strategy[] = [];
   for (const mode of text.split(',').map((m) => m.trim())) {
     const strategy = STRATEGIES.find((s) => s === mode);
-    if (strategy !== undefined) {
-      if (!modes.includes(strategy)) modes.push(strategy);
-    } else if (mode === 'guarded') {
-      problems.push('--modes: guarded is not available yet (it needs the guarded reconfiguration mode); use serial and/or parallel');
-    } else {
-      problems.push(`--modes: must be serial, parallel or both, comma-separated, got ${text}`);
+    if (strategy === undefined) {
+      problems.push(`--modes: must be serial, parallel and/or guarded, comma-separated, got ${text}`);
+      return modes;
     }
+    if (!modes.includes(strategy)) modes.push(strategy);
   }
   return modes;
 }
@@ -122,7 +120,7 @@ function renderResult(result: BenchResult): string {
   const s = result.settings;
   const c = result.calibration;
   const modeRows = Object.entries(result.modes).map(([mode, m]) => [mode, fmt(m.seconds), fmt(m.boundSeconds), fmt(m.efficiency, 3), fmt(m.speedup), String(m.refusals), fmt(m.promotionLatency.medianSeconds, 3), fmt(m.promotionLatency.maxSeconds, 3)]);
-  const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), fmt(r.serial?.seconds ?? null), fmt(r.parallel?.seconds ?? null), fmt(r.parallel?.boundSeconds ?? null), fmt(r.speedup), fmt(r.efficiency, 3)]);
+  const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), fmt(r.serial?.seconds ?? null), fmt(r.parallel?.seconds ?? null), fmt(r.parallel?.boundSeconds ?? null), fmt(r.guarded?.seconds ?? null), fmt(r.guarded?.boundSeconds ?? null), fmt(r.speedup), fmt(r.efficiency, 3)]);
   const lines = [
     `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
@@ -130,7 +128,7 @@ function renderResult(result: BenchResult): string {
     '',
     renderTable([['MODE', 'SECONDS', 'BOUND s', 'EFFICIENCY', 'SPEEDUP', 'REFUSALS', 'PROMOTION MEDIAN s', 'MAX s'], ...modeRows], { right: [1, 2, 3, 4, 5, 6, 7] }),
     '',
-    renderTable([['RUN', 'ORDER', 'SERIAL s', 'PARALLEL s', 'BOUND s', 'SPEEDUP', 'EFFICIENCY'], ...runRows], { right: [2, 3, 4, 5, 6] }),
+    renderTable([['RUN', 'ORDER', 'SERIAL s', 'PARALLEL s', 'BOUND s', 'GUARDED s', 'BOUND s', 'SPEEDUP', 'EFFICIENCY'], ...runRows], { right: [2, 3, 4, 5, 6, 7, 8] }),
     'medians over runs; promotion latency = learner caught up to listed as a voter, seen from outside',
   ];
   if (result.modelErrors > 0) lines.push(`MODEL ERROR: ${String(result.modelErrors)} run(s) finished before their bound (efficiency above 1): the bound's model or calibration is wrong`);

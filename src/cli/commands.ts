@@ -35,6 +35,7 @@ export interface SpecFlags {
   strategy?: string;
   provisioningDelay?: string;
   insecure?: boolean;
+  reconfigurationCheck?: string;
 }
 
 export interface RunFlags {
@@ -74,6 +75,12 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
   if (flags.replicas !== undefined) spec.replicas = parseReplicas(flags.replicas);
   if (flags.version !== undefined) spec.version = flags.version;
   if (flags.strategy !== undefined) spec.scaleUp = { ...base.spec.scaleUp, strategy: flags.strategy };
+  if (flags.reconfigurationCheck !== undefined) {
+    if (flags.reconfigurationCheck !== 'etcd' && flags.reconfigurationCheck !== 'fastplane') {
+      throw new InvalidInputError([`--reconfiguration-check: must be etcd or fastplane, got ${flags.reconfigurationCheck}`]);
+    }
+    spec.etcd = { ...base.spec.etcd, reconfigurationCheck: flags.reconfigurationCheck };
+  }
   if (flags.provisioningDelay !== undefined) {
     if (parseDurationRange(flags.provisioningDelay) === undefined) {
       throw new InvalidInputError([`--provisioning-delay: must be a duration (8s) or a range (3s-8s), got ${flags.provisioningDelay}`]);

@@ -78,6 +78,7 @@ export function buildProgram(): Command {
     .option('--strategy <strategy>', 'parallel (default) or serial (like Cluster API KCP)')
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 8s or a range 3s-8s')
     .option('--insecure', 'debugging only: plain http, no TLS certificates (anyone who can reach the addresses can use etcd); fixed at creation')
+    .option('--reconfiguration-check <who>', "etcd (default: etcd's own checks and 5 s rule) or fastplane (the planner checks; members run --strict-reconfig-check=false)")
     .addOption(timeout())
     .addOption(output())
     .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, async (ctx) => (await commands()).upCommand(ctx, flags)));
@@ -172,12 +173,12 @@ export function buildProgram(): Command {
 
   program
     .command('bench')
-    .description('bring the same control plane up with serial (KCP) and parallel on real etcd and compare')
+    .description('bring the same control plane up with serial (KCP), parallel and guarded on real etcd and compare')
     .option('--replicas <n>', 'number of members (odd, 3..9)', '5')
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 30s or a range 20s-40s', '30s')
     .option('--preload <size>', 'write this many bytes of keys (e.g. 100MB) before the joins')
-    .option('--runs <n>', 'serial/parallel pairs, alternating which goes first', '1')
-    .option('--modes <list>', 'strategies to compare, comma-separated: serial,parallel', 'serial,parallel')
+    .option('--runs <n>', 'rounds of every mode, alternating which goes first', '1')
+    .option('--modes <list>', 'modes to compare, comma-separated: serial (KCP order), parallel, guarded (parallel, fastplane checks instead of etcd 5 s rule)', 'serial,parallel,guarded')
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))

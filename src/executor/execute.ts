@@ -111,6 +111,7 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
     maxLearners: spec.etcd.maxLearners,
   };
   if (spec.etcd.quotaBackendBytes !== undefined) launch.quotaBackendBytes = spec.etcd.quotaBackendBytes;
+  if (spec.etcd.reconfigurationCheck === 'fastplane') launch.strictReconfigCheck = false;
   // Only a member that starts the cluster ('new') restores: joiners get the data from the leader.
   if (state === 'new' && cp.restoreFrom !== undefined) launch.restoreFrom = cp.restoreFrom;
   return launch;

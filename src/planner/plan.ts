@@ -6,6 +6,7 @@ import { planCare } from './care.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
 import { abandonInit, initNeverStarted } from './init-retry.ts';
+import { guardAdd, guardPromotion } from './guard.ts';
 import { preflightForAdd } from './preflight.ts';
 import { removal } from './removal.ts';
 import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
@@ -29,6 +30,13 @@ export const MEMBER_RESTART_BACKOFF_MS = 2000;
 
 /** Poll intervals: fast while etcd is about to change (catch-up, 5 s rule), slower while machines provision. */
 export const REQUEUE = { now: 0, fast: 100, retry: 250, slow: 500, idle: 5000 } as const;
+
+/**
+ * etcd refusals that lapse by themselves within a few hundred ms (the 5 s rule's clock, a learner's
+ * raft match catching up with what its status already shows): the run retries them at the fast
+ * interval, since a refusal costs etcd next to nothing and every 100 ms waited is promotion latency.
+ */
+export const FAST_RETRY: ReadonlySet<string> = new Set(['UnhealthyCluster', 'NotInSync']);
 
 /**
  * Remediation limits as KCP applies them: a sequence of failures within minHealthyPeriod counts
@@ -227,7 +235,7 @@ function joinCandidates(step: Step): ObservedMachine[] {
 function scaleUp(step: Step): MembershipAction | undefined {
   const next = joinCandidates(step)[0];
   if (!next) return undefined;
-  const reasons = preflightForAdd(step.view);
+  const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view)];
   if (reasons.length > 0) {
     // A taken learner slot is the normal gate, reported by promote(); the rest explain the hold.
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
@@ -258,6 +266,11 @@ function promote(step: Step): MembershipAction | undefined {
     }
     if (!keepsQuorum(view.voters.length, view.healthyVoters.length, 1, 1)) {
       step.waits.push({ code: 'QuorumWouldBreak', message: `promoting ${name} would leave too few healthy voters`, machine: name });
+      continue;
+    }
+    const guard = guardPromotion(view, learner);
+    if (guard.length > 0) {
+      step.waits.push(...guard.map((w) => ({ ...w, machine: name })));
       continue;
     }
     return { kind: 'PromoteLearner', machine: name, memberId: learner.id, reason: 'LearnerCaughtUp' };
@@ -371,12 +384,25 @@ function isConverged(step: Step, actions: number): boolean {
   );
 }
 
+/** Waits that end within a few hundred ms, on etcd's side or as readings accumulate. */
+const FAST_WAITS = new Set(['VoterUnhealthy', 'VoterOutOfStep', 'ConnectivityUnproven', 'VotersNotConnected', 'PromotionQuorumUnproven']);
+
+/**
+ * Soonest a provisioning machine is expected ready, from the provider's hint: the pass that sees it
+ * ready runs then, not up to a poll interval later (1 ms after, so the machine is ready when read).
+ */
+function untilExpectedReady(step: Step): number | undefined {
+  const { now } = step.view;
+  const due = activeMachines(step).flatMap((m) => (m.infra?.state === 'Provisioning' && m.infra.expectedReadyAt !== undefined ? [m.infra.expectedReadyAt - now + 1] : []));
+  return due.length === 0 ? undefined : Math.max(1, Math.min(...due));
+}
+
 function requeueAfter(step: Step, actions: number, converged: boolean): number {
   if (actions > 0) return REQUEUE.now;
   if (converged) return REQUEUE.idle;
   if (step.waits.some((w) => w.code.startsWith('Retry'))) return REQUEUE.retry;
-  if (step.view.learners.length > 0 || step.waits.some((w) => w.code === 'VoterUnhealthy')) return REQUEUE.fast;
-  return REQUEUE.slow;
+  if (step.view.learners.length > 0 || step.waits.some((w) => FAST_WAITS.has(w.code))) return REQUEUE.fast;
+  return Math.min(REQUEUE.slow, untilExpectedReady(step) ?? REQUEUE.slow);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { keepsQuorum, quorum } from '../domain/quorum.ts';
+import { guardRemoval } from './guard.ts';
 import { byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, ObservedMember } from './types.ts';
 import { memberAnswers, type ClusterView } from './view.ts';
@@ -72,6 +73,11 @@ export function removal(step: Step, member: ObservedMember, reason: string, mach
       code: 'QuorumWouldBreak',
       message: `removing ${who} would leave ${String(view.healthyVoters.length + healthyDelta)} healthy of ${String(view.voters.length - 1)} voters (quorum ${String(quorum(view.voters.length - 1))})`,
     });
+    return undefined;
+  }
+  const guard = guardRemoval(view, member);
+  if (guard.length > 0) {
+    step.waits.push(...guard.map((w) => ({ ...w, ...onMachine })));
     return undefined;
   }
   return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...onMachine };

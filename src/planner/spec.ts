@@ -10,7 +10,10 @@ function ms(text: string): number {
 
 /** The fields whose change needs new machines (a rollout) besides the version. */
 export function machineTemplateHash(cp: ControlPlane): string {
-  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: cp.spec.etcd.maxLearners });
+  // The check mode is an etcd flag, so changing it rolls the members; left out at its default so the
+  // hash of every cluster made before the mode existed stays the same (no surprise rollout).
+  const guarded = cp.spec.etcd.reconfigurationCheck === 'fastplane' ? { reconfigurationCheck: 'fastplane' } : {};
+  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: cp.spec.etcd.maxLearners, ...guarded });
 }
 
 export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
@@ -33,6 +36,7 @@ export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
     strategy: spec.scaleUp.strategy,
     maxConcurrentProvisioning: spec.scaleUp.maxConcurrentProvisioning,
     maxLearners: spec.etcd.maxLearners,
+    reconfigurationCheck: spec.etcd.reconfigurationCheck,
     maxSurge: spec.rollout.maxSurge,
     remediation,
   };

@@ -12,6 +12,8 @@ export interface PlannerSpec {
   strategy: 'parallel' | 'serial';
   maxConcurrentProvisioning: number;
   maxLearners: number;
+  /** `fastplane`: etcd's own add/remove checks are off, and the planner makes them (guard.ts). */
+  reconfigurationCheck: 'etcd' | 'fastplane';
   maxSurge: number;
   /** Scheduled backups (spec.backup); none: only `fastplane backup` takes them. */
   backup?: { everyMs: number; keep: number };
@@ -32,6 +34,8 @@ export interface ObservedMachine {
     failureMessage?: string;
     memberRunning: boolean;
     memberStartedAt?: number;
+    /** The provider's hint while Provisioning: the planner looks again then instead of polling. */
+    expectedReadyAt?: number;
     address: string;
     clientURL: string;
     peerURL: string;
@@ -70,6 +74,15 @@ export interface ObservedCare {
   certificates?: { earliestExpiry: number; file: string };
 }
 
+/**
+ * The members' statuses at one earlier pass, kept by the observer: a guarded removal needs to see
+ * voters keep up with the leader across at least one election timeout, which one reading cannot show.
+ */
+export interface VoterReading {
+  at: number;
+  statuses: Record<string, { leaderId: string; raftTerm: number; raftIndex: number }>;
+}
+
 export interface Observed {
   /** Next machine ordinal (names are `<cluster>-<ordinal>`). */
   nextOrdinal: number;
@@ -85,6 +98,8 @@ export interface Observed {
   alarms: EtcdAlarm[];
   lastMembershipAttempt?: LastMembershipAttempt;
   care?: ObservedCare;
+  /** Earlier readings of this run, oldest first (the observer's; empty on a first pass). */
+  earlierReadings?: VoterReading[];
 }
 
 export interface CreateMachine {

@@ -24,6 +24,8 @@ export interface MachineInfra {
    * then what it last saw, not news.
    */
   unreachable?: string;
+  /** While Provisioning, when the provider expects the machine ready, if it knows (a hint, not a promise). */
+  expectedReadyAt?: number;
 }
 
 export interface MemberLaunch {
@@ -38,6 +40,8 @@ export interface MemberLaunch {
   clusterToken: string;
   maxLearners: number;
   quotaBackendBytes?: number;
+  /** false: etcd --strict-reconfig-check=false (fastplane makes the checks itself). Default true. */
+  strictReconfigCheck?: boolean;
   /**
    * `fastplane recover` only: this one start rewrites the member's data dir into a one-member cluster
    * (etcd --force-new-cluster). Later starts never carry it.

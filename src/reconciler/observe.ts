@@ -1,5 +1,5 @@
 import type { ControlPlaneRecord } from '../domain/machine.ts';
-import type { LastMembershipAttempt, Observed, ObservedCare, ObservedMachine, ObservedMember, StatusReading } from '../planner/types.ts';
+import type { LastMembershipAttempt, Observed, ObservedCare, ObservedMachine, ObservedMember, StatusReading, VoterReading } from '../planner/types.ts';
 import { clientURLOf } from '../planner/view.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
@@ -86,7 +86,7 @@ async function readMembers(deps: ObserveDeps, machines: ObservedMachine[], cp: C
  * One snapshot of records, provider state and etcd. Failed reads become data, never exceptions. Reads
  * only: status runs it beside a reconcile.
  */
-export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMembershipAttempt): Promise<Observed> {
+export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMembershipAttempt, earlierReadings: readonly VoterReading[] = []): Promise<Observed> {
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const records = await deps.store.listMachines(deps.cluster);
@@ -129,5 +129,6 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   if (lastMembershipAttempt) observed.lastMembershipAttempt = lastMembershipAttempt;
   const care = await observeCare(deps, cp);
   if (care) observed.care = care;
+  if (earlierReadings.length > 0) observed.earlierReadings = [...earlierReadings];
   return observed;
 }

@@ -1,11 +1,12 @@
 import type { MachineRecord } from '../domain/machine.ts';
 import { execute, type ExecutorDeps } from '../executor/execute.ts';
-import { planFromView, REQUEUE } from '../planner/plan.ts';
+import { FAST_RETRY, planFromView, REQUEUE } from '../planner/plan.ts';
 import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import type { Decision, LastMembershipAttempt, Observed, Wait } from '../planner/types.ts';
+import type { Decision, LastMembershipAttempt, Observed, VoterReading, Wait } from '../planner/types.ts';
 import type { Logger } from '../ports/logger.ts';
 import { observe } from './observe.ts';
+import { keepReadings, readingOf } from './readings.ts';
 import { observationWrites } from './record.ts';
 import { nextConditions } from './status.ts';
 
@@ -75,11 +76,12 @@ export async function reconcileOnce(
   deps: ReconcileDeps,
   last: LastMembershipAttempt | undefined,
   onPass?: RunOptions['onPass'],
-): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number }> {
+  readings: readonly VoterReading[] = [],
+): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number; readings: VoterReading[] }> {
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const spec = toPlannerSpec(cp.manifest);
-  const observed = await observe(deps, last);
+  const observed = await observe(deps, last, readings);
   const now = deps.clock.now();
   const view = buildView(spec, observed, now);
   const decision = planFromView(view);
@@ -98,7 +100,15 @@ export async function reconcileOnce(
   const report = await execute(deps, observed, decision);
   // A refusal is remembered for the next plan only; success clears it.
   const attempt = report.membershipAttempt ?? (decision.membershipAction ? undefined : last);
-  return { observed, decision, attempt, failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0, generation: cp.generation };
+  return {
+    observed,
+    decision,
+    attempt,
+    failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0,
+    generation: cp.generation,
+    // Taken before this pass's actions ran: a reading after a membership change shows it next pass.
+    readings: keepReadings(readings, readingOf(observed, now)),
+  };
 }
 
 /**
@@ -107,13 +117,15 @@ export async function reconcileOnce(
  */
 export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions): Promise<RunResult> {
   let attempt: LastMembershipAttempt | undefined;
+  let readings: VoterReading[] = [];
   let waits: Wait[] = [];
   let blockedSince: number | undefined;
   let passes = 0;
   for (;;) {
-    const result = await reconcileOnce(deps, attempt, options.onPass);
+    const result = await reconcileOnce(deps, attempt, options.onPass, readings);
     passes++;
     attempt = result.attempt;
+    readings = result.readings;
     const { decision, observed, generation } = result;
     logWaitChanges(deps.log, deps.cluster, waits, decision.waits);
     waits = decision.waits;
@@ -127,7 +139,9 @@ export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions):
     if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return settled('Blocked');
     if (now >= options.deadline) return settled(decision.blocked ? 'Blocked' : 'DeadlineExceeded');
     // After a failed action, back off before re-observing instead of hammering etcd or the provider.
-    const pause = result.failed ? Math.max(decision.requeueAfterMs, REQUEUE.retry) : decision.requeueAfterMs;
+    // Refusals that lapse by themselves (the 5 s rule, a learner just in sync) are tried again sooner.
+    const backoff = result.attempt?.errorKind !== undefined && FAST_RETRY.has(result.attempt.errorKind) ? REQUEUE.fast : REQUEUE.retry;
+    const pause = result.failed ? Math.max(decision.requeueAfterMs, backoff) : decision.requeueAfterMs;
     await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));
   }
 }

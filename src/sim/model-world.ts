@@ -72,6 +72,8 @@ interface ModelMember {
   stalledAtIndex?: number;
   /** A follower that has not heard of the new leader yet: its status names `leaderId` until `until`. */
   staleLeader?: { leaderId: string; until: number };
+  /** Started with --strict-reconfig-check=false: as the serving member it skips the add/remove health checks. */
+  unchecked?: boolean;
 }
 
 /**
@@ -376,7 +378,7 @@ export class ModelWorld {
     machine.startedAt = now;
     if (machine.neverStarts) return;
     if (machine.dataClusterId !== undefined) {
-      this.restart(machine);
+      this.restart(machine, launch);
       return;
     }
     const entries = parseInitialCluster(launch.initialCluster);
@@ -392,11 +394,12 @@ export class ModelWorld {
   }
 
   /** A start on a data dir: the member comes back as itself, whatever the flags say. */
-  private restart(machine: ModelMachine): void {
+  private restart(machine: ModelMachine, launch: MemberLaunch): void {
     const state = machine.dataClusterId === undefined ? undefined : this.clusters.get(machine.dataClusterId);
     const member = state && machine.dataMemberId !== undefined ? state.members.get(machine.dataMemberId) : undefined;
     // Removed from the cluster: etcd starts, learns it was removed and exits.
     if (!state || !member) return;
+    member.unchecked = launch.strictReconfigCheck === false;
     const now = this.clock.now();
     machine.running = true;
     member.connectedSince = now;
@@ -423,6 +426,7 @@ export class ModelWorld {
       connectedSince: now,
       caughtUpAt: now,
       publishedAt: now + this.timings.electionMs,
+      unchecked: launch.strictReconfigCheck === false,
     };
     const clusterId = this.newMemberId();
     this.clusters.set(clusterId, {
@@ -464,6 +468,7 @@ export class ModelWorld {
     machine.dataMemberId = member.id;
     member.name = launch.memberName;
     member.clientURL = clientURLOf(machine);
+    member.unchecked = launch.strictReconfigCheck === false;
     member.connectedSince = now;
     member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
     member.publishedAt = member.caughtUpAt;
@@ -609,6 +614,7 @@ export class ModelWorld {
 
   /** etcd's mayAddMember: connected to every voter for the health interval (5 s), else "unhealthy cluster". */
   private requireConnectedVoters(state: ModelCluster, self: ModelMember): void {
+    if (self.unchecked === true) return;
     for (const m of this.voters(state)) {
       if (m.id === self.id || m.id === state.leaderId) continue;
       if (!this.connectedFor(m, this.timings.peerHealthGateMs)) fail('UnhealthyCluster', 'etcdserver: unhealthy cluster');
@@ -673,7 +679,8 @@ export class ModelWorld {
     const { state, member: via } = this.voterEndpoint(endpoints);
     const member = state.members.get(memberId);
     if (member && !member.isLearner) this.checkLeaderBeforeRemoval(state, member);
-    if (member && !member.isLearner) {
+    // etcd's mayRemoveMember returns at once when --strict-reconfig-check is off.
+    if (member && !member.isLearner && via.unchecked !== true) {
       const rest = this.voters(state).filter((m) => m.id !== memberId);
       if (rest.filter((m) => m.publishedAt !== undefined).length < quorum(rest.length)) {
         fail('NotEnoughStartedMembers', 'etcdserver: re-configuration failed due to not enough started members');

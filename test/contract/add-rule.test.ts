@@ -49,3 +49,30 @@ for (const version of listEtcdVersions()) {
     }
   });
 }
+
+// Guarded reconfiguration rests on this: with --strict-reconfig-check=false etcd skips the add rule
+// (an add right after a promotion is accepted), while the one-learner limit and the promotion's own
+// in-sync check still hold.
+for (const version of listEtcdVersions()) {
+  test(`etcd ${version} with --strict-reconfig-check=false: no add rule; one learner and promotion in sync still enforced`, { timeout: 120_000 }, async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), 'fastplane-add-rule-'));
+    const provider = new LocalProcessProvider({ stateDir, addressPrefix: process.env.FASTPLANE_ADDRESS_PREFIX ?? '127.93', findBinary: findEtcdBinary, stopGraceMs: 1500 });
+    const tls = provider.clientTls('unchecked');
+    const admin = new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+    const world: CalibrationWorld = { provider, admin, cluster: 'unchecked', version, strictReconfigCheck: false };
+    try {
+      const { infra: leader } = await initSample(world, 1);
+      await joinSample(world, 2, leader, initToken(1));
+      const next = await machine(world, 3);
+      const { member } = await admin.addLearner([leader.clientURL], next.peerURL);
+      const second = await machine(world, 4);
+      await assert.rejects(admin.addLearner([leader.clientURL], second.peerURL), (error: unknown) => error instanceof EtcdAdminError && error.kind === 'TooManyLearners');
+      // Never started, so never in sync.
+      await assert.rejects(admin.promoteLearner([leader.clientURL], member.id), (error: unknown) => error instanceof EtcdAdminError && error.kind === 'NotInSync');
+    } finally {
+      await admin.close();
+      await provider.destroyCluster('unchecked');
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+}

@@ -93,13 +93,19 @@ test('a machine is Provisioning until its provisioning delay has passed, then Pr
   assert.equal(created.clientURL, `https://${created.address}:2379`);
   assert.equal(created.peerURL, `https://${created.address}:2380`);
   assert.equal(created.memberRunning, false);
-  assert.equal((await provider.describe('delay', 'm1'))?.state, 'Provisioning');
+  const provisioning = await provider.describe('delay', 'm1');
+  assert.equal(provisioning?.state, 'Provisioning');
+  // The hint the planner looks again at: the drawn delay from creation, and only while provisioning.
+  const expected = provisioning.expectedReadyAt ?? 0;
+  assert.ok(expected >= started + 1200 && expected <= Date.now() + 1200, `expectedReadyAt ${String(expected)} is 1200 ms after creation`);
   await assert.rejects(
     provider.startMember('delay', 'm1', { memberName: 'm1', version: VERSION, initialCluster: '', initialClusterState: 'new', clusterToken: 't', maxLearners: 1 }),
     /still provisioning/,
   );
-  await waitProvisioned(provider, 'delay', 'm1');
+  const ready = await waitProvisioned(provider, 'delay', 'm1');
   assert.ok(Date.now() - started >= 1200, 'not Provisioned before the delay');
+  assert.ok(Date.now() >= expected, 'Provisioned no earlier than expected');
+  assert.equal(ready.expectedReadyAt, undefined);
   // create is idempotent: the same machine, not a second one.
   assert.equal((await provider.create({ cluster: 'delay', name: 'm1', ordinal: 1 })).address, created.address);
 });

@@ -28,6 +28,9 @@ export const specArb: fc.Arbitrary<SpecInput> = fc.record({
   // The default 2 min now and then; shorter mostly, since a stuck learner is polled every 100 ms.
   learnerStuckAfterMs: fc.constantFrom(15_000, 15_000, 30_000, 120_000),
   unhealthyAfterMs: fc.constantFrom(5_000, 10_000),
+  // Half the runs with etcd's own checks off in the model: then only the planner's guard keeps
+  // invariants 3-6 (the model flags any unsafe change it is asked to apply).
+  reconfigurationCheck: fc.constantFrom('etcd' as const, 'fastplane' as const),
 });
 
 const faultKindArb = fc.constantFrom('failProvisioning' as const, 'killMember' as const, 'neverStart' as const, 'stallLearner' as const, 'staleLeader' as const);
@@ -110,8 +113,9 @@ export const raceScenarioArb: fc.Arbitrary<Scenario> = fc
       { minLength: 1, maxLength: 3 },
     ),
     crashes: fc.array(crashArb, { maxLength: 1 }),
+    reconfigurationCheck: fc.constantFrom('etcd' as const, 'fastplane' as const),
   })
-  .map(({ seed, replicas, strategy, maxSurge, to, upgrade, kills, crashes }) => ({
+  .map(({ seed, replicas, strategy, maxSurge, to, upgrade, kills, crashes, reconfigurationCheck }) => ({
     seed,
     spec: {
       replicas,
@@ -123,6 +127,7 @@ export const raceScenarioArb: fc.Arbitrary<Scenario> = fc
       maxConcurrentProvisioning: 10,
       learnerStuckAfterMs: 30_000,
       unhealthyAfterMs: 10_000,
+      reconfigurationCheck,
     },
     faults: kills.map(({ kind, trigger, pick, delayMs }) => ({ atMs: 60_000 + delayMs, kind, pick, trigger })),
     crashes,

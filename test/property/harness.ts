@@ -29,6 +29,8 @@ export interface SpecInput {
   /** remediation.learnerStuckAfter and unhealthyAfter, in ms. */
   learnerStuckAfterMs: number;
   unhealthyAfterMs: number;
+  /** fastplane: the model's members skip etcd's add/remove checks and only the planner guards (default etcd). */
+  reconfigurationCheck?: 'etcd' | 'fastplane';
 }
 
 export type FaultKind = 'failProvisioning' | 'killMember' | 'neverStart' | 'stallLearner' | 'staleLeader';
@@ -87,6 +89,7 @@ export function manifestFor(spec: SpecInput): ControlPlane {
       // maxSurge 0 (remove before add) needs 3 replicas: below that, surge by one.
       rollout: { maxSurge: spec.replicas < 3 && spec.maxSurge === 0 ? 1 : spec.maxSurge },
       remediation: { learnerStuckAfter: `${String(spec.learnerStuckAfterMs)}ms`, unhealthyAfter: `${String(spec.unhealthyAfterMs)}ms` },
+      etcd: { reconfigurationCheck: spec.reconfigurationCheck ?? 'etcd' },
     },
   });
 }

@@ -5,22 +5,21 @@ import { parseBenchFlags, type BenchFlags } from '../../src/cli/bench.ts';
 
 const flags = (over: Partial<BenchFlags> = {}): BenchFlags => ({ replicas: '5', provisioningDelay: '30s', runs: '1', modes: 'serial,parallel', timeout: '10m', output: 'json', ...over });
 
-test('--modes: serial and parallel by default, any order, each once', () => {
-  assert.deepEqual(parseBenchFlags(flags()).modes, ['serial', 'parallel']);
-  assert.deepEqual(parseBenchFlags(flags({ modes: 'parallel' })).modes, ['parallel']);
-  assert.deepEqual(parseBenchFlags(flags({ modes: 'parallel, serial,parallel' })).modes, ['parallel', 'serial']);
+test('--modes: serial, parallel and guarded, any order, each once', () => {
+  assert.deepEqual(parseBenchFlags(flags({ modes: 'serial,parallel,guarded' })).modes, ['serial', 'parallel', 'guarded']);
+  assert.deepEqual(parseBenchFlags(flags({ modes: 'guarded' })).modes, ['guarded']);
+  assert.deepEqual(parseBenchFlags(flags({ modes: 'guarded, serial,guarded' })).modes, ['guarded', 'serial']);
 });
 
-test('--modes: guarded is named as not available yet, anything else as invalid, with the other flags', () => {
+test('--modes: anything else is invalid, reported with the other flags', () => {
   assert.throws(
-    () => parseBenchFlags(flags({ modes: 'serial,guarded', runs: '0' })),
+    () => parseBenchFlags(flags({ modes: 'serial,fast', runs: '0' })),
     (error: unknown) => {
       assert.ok(error instanceof InvalidInputError);
-      assert.match(error.message, /--modes: guarded is not available yet/);
+      assert.match(error.message, /--modes: must be serial, parallel and\/or guarded, comma-separated, got serial,fast/);
       assert.match(error.message, /--runs: must be a whole number/);
       return true;
     },
   );
-  assert.throws(() => parseBenchFlags(flags({ modes: 'fast' })), /--modes: must be serial, parallel or both/);
   assert.throws(() => parseBenchFlags(flags({ modes: '' })), /--modes/);
 });

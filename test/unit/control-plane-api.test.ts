@@ -21,7 +21,7 @@ const DEFAULT_SPEC: ControlPlane['spec'] = {
   version: '3.4.23',
   provider: { name: 'local-process', provisioningDelay: '0s', deletionDelay: '0s', failureDomains: [], insecure: false },
   scaleUp: { strategy: 'parallel', maxConcurrentProvisioning: 10 },
-  etcd: { maxLearners: 1 },
+  etcd: { maxLearners: 1, reconfigurationCheck: 'etcd' },
   rollout: { maxSurge: 1 },
   remediation: { maxRetry: 5, retryPeriod: '0s', minHealthyPeriod: '1h', unhealthyAfter: '10s', learnerStuckAfter: '2m' },
 };

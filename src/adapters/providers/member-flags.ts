@@ -41,6 +41,7 @@ export function memberFlags(placement: MemberPlacement, launch: MemberLaunch): s
   if (versionAtLeast(launch.version, 3, 6)) args.push('--max-learners', String(launch.maxLearners));
   if (launch.quotaBackendBytes !== undefined) args.push('--quota-backend-bytes', String(launch.quotaBackendBytes));
   if (launch.forceNewCluster === true) args.push('--force-new-cluster');
+  if (launch.strictReconfigCheck === false) args.push('--strict-reconfig-check=false');
   // 3.4 defaults to the deprecated capnslog logger and warns about it; 3.5 already logs with zap.
   if (!versionAtLeast(launch.version, 3, 5)) args.push('--logger', 'zap', '--log-outputs', 'stderr');
   if (tls !== undefined) {

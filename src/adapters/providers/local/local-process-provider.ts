@@ -393,6 +393,7 @@ export class LocalProcessProvider implements InfraProvider {
       memberRunning: running,
       ...(failure === undefined ? {} : { failureMessage: failure }),
       ...(machine.memberStartedAt === undefined ? {} : { memberStartedAt: machine.memberStartedAt }),
+      ...(state === 'Provisioning' ? { expectedReadyAt: machine.readyAt } : {}),
     };
   }
 
