@@ -89,7 +89,7 @@ for (let i = 0; i < CLUSTERS; i++) {
   const name = `cp-${String(i).padStart(5, '0')}`;
   await store.applySpec(validateControlPlane({ ...base, metadata: { name }, spec: { ...base.spec, replicas: REPLICAS, provider: { ...base.spec.provider, provisioningDelay: '5m-15m' } } }), clock.now());
 }
-controller.start();
+await controller.start();
 while (converged < CLUSTERS && clock.now() - virtualStart < VIRTUAL_BOUND_MS) await clock.sleep(10_000);
 const wallMs = performance.now() - started;
 await controller.stop(5_000);

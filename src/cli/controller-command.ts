@@ -79,7 +79,7 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
   } catch (error) {
     throw new InvalidInputError([`--metrics-address: cannot listen on ${flags.metricsAddress}: ${error instanceof Error ? error.message : String(error)}`]);
   }
-  controller.start();
+  await controller.start();
   ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs }, `controller ${id} started; metrics on http://${flags.metricsAddress}/metrics`);
   const signal = await stop;
   ctx.log.info({ id, signal }, `controller ${id} stopping (${signal}): no new work, passes in flight end, leases released`);

@@ -7,6 +7,7 @@ import { REQUEUE } from '../planner/plan.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
 import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
+import { CONTROLLERS_POOL } from '../reconciler/converge.ts';
 import { logWaitChanges, reconcileOnce, type ReconcileDeps } from '../reconciler/run.ts';
 import type { ChangeResult, ControllerMetrics } from './controller-metrics.ts';
 import { repeatOn, type Timers } from './timers.ts';
@@ -90,7 +91,9 @@ export class Controller {
     return [...this.clusters].filter(([, st]) => st.keeper !== undefined && !st.keeper.lost).map(([name]) => name);
   }
 
-  start(): void {
+  /** Registers this replica (commands then leave new generations to the controllers) and starts watching. */
+  async start(): Promise<void> {
+    await this.options.store.claim(CONTROLLERS_POOL, this.options.id, this.options.id);
     this.watch = this.options.store.watchSpecs((cluster) => {
       this.queue.add(cluster);
     });
@@ -105,6 +108,7 @@ export class Controller {
     await this.watch?.close();
     await this.queue.shutdown(boundMs);
     await Promise.all([...this.clusters.keys()].map((cluster) => this.abdicate(cluster, 'shutting down')));
+    await this.options.store.releaseClaim(CONTROLLERS_POOL, this.options.id, this.options.id);
   }
 
   /** Ready when the store answers and every lease held is renewed in time. */

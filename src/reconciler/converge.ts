@@ -29,6 +29,8 @@ export interface ConvergeOptions {
   log?: Logger;
   leaseTtlMs?: number;
   blockedGraceMs?: number;
+  /** How long to leave a new generation to a registered controller (default 3 s). */
+  controllerGraceMs?: number;
   onPass?: (pass: PassReport) => void;
   /** Progress of another holder while this process waits: its events and its waits. */
   onEvent?: (event: EventRecord) => void;
@@ -38,6 +40,23 @@ export interface ConvergeOptions {
 }
 
 const WAIT_POLL_MS = 250;
+
+/** Claims pool in which each running `fastplane controller` registers its --id (claimed as itself). */
+export const CONTROLLERS_POOL = 'controllers';
+/** How long a command leaves a new generation to a registered controller before reconciling it itself. */
+const CONTROLLER_GRACE_MS = 3_000;
+const GRACE_POLL_MS = 100;
+
+/**
+ * When controllers are registered in the store, gives one of them the chance to take the cluster's
+ * lease first (it sees a new generation within a second), so the command follows the controller
+ * rather than racing it. A controller killed without releasing its registration costs this wait only.
+ */
+async function leaveToController(store: StateStore, clock: Clock, cluster: string, graceMs: number): Promise<void> {
+  if ((await store.listClaims(CONTROLLERS_POOL)).length === 0) return;
+  const until = clock.now() + graceMs;
+  while (clock.now() < until && !(await store.getLease(cluster))) await clock.sleep(GRACE_POLL_MS);
+}
 
 /**
  * Brings the cluster to `generation` (already stored): reconciles it when no live process holds the
@@ -51,6 +70,7 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
   let passes = 0;
   let settledAt = clock.now();
   const watch = new HolderWatch(manifest, generation, options);
+  await leaveToController(store, clock, cluster, options.controllerGraceMs ?? CONTROLLER_GRACE_MS);
   for (;;) {
     const keeper = await LeaseKeeper.acquire(store, cluster, {
       clock,

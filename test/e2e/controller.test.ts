@@ -118,9 +118,12 @@ describe('fastplane controller on real etcd', () => {
     for (const rule of loaded) assert.notEqual(rule.health, 'err', `${rule.name}: ${rule.lastError ?? ''}`);
   });
 
-  test('up waits for the controller; a killed member is repaired by the controller alone; scale is seen within 1 s', async () => {
-    await storeSpec('web', { replicas: 1, remediation: { unhealthyAfter: '3s' } });
-    await waitFor('the controller to lead web', () => (leaseHolders().get('web') === ID && converged('web', 1) ? true : undefined), 120_000);
+  test('up leaves a new cluster to the controller and waits for it; a killed member is repaired by the controller alone; scale is seen within 1 s', async () => {
+    const created = await env.run(['up', '-f', env.writeManifest('web', { replicas: 1, remediation: { unhealthyAfter: '3s' } }), '--timeout', '120s']);
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(created.stderr, new RegExp(`${ID} is reconciling web`), 'up followed the controller on a new cluster');
+    assert.ok(converged('web', 1));
+    assert.equal(leaseHolders().get('web'), ID, 'the controller took the new cluster');
 
     const up = await env.run(['up', '--name', 'web', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
     assert.equal(up.code, 0, up.stderr);

@@ -159,7 +159,7 @@ describe('controller on the model, virtual time', () => {
     const fleet = new Fleet();
     const metrics = new CountingMetrics();
     const controller = fleet.replica('ctl-a', fleet.store, metrics);
-    controller.start();
+    await controller.start();
     try {
       await fleet.store.applySpec(manifest('alpha', 3), fleet.clock.now());
       await fleet.until('alpha', 1, 10 * 60_000);
@@ -188,9 +188,9 @@ describe('controller on the model, virtual time', () => {
     const replicaA = fleet.replica('ctl-a', a.store);
     const replicaB = fleet.replica('ctl-b');
     await fleet.store.applySpec(manifest('alpha', 5), fleet.clock.now());
-    replicaA.start();
+    await replicaA.start();
     await fleet.clock.sleep(100);
-    replicaB.start();
+    await replicaB.start();
     try {
       // A leads; B keeps asking. Mid bring-up, A's renewals hang while A itself keeps running passes.
       while (!fleet.acts.some((act) => act.replica === 'ctl-a' && act.method === 'promoteLearner')) await fleet.clock.sleep(200);
