@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { open, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { link, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isProcessAlive } from './providers/local/process-status.ts';
 
 /** Files in the state dir that several CLI processes (and parallel machine creations) share. */
 
@@ -18,19 +19,23 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o644):
 const STALE_LOCK_MS = 10_000;
 
 /**
- * Runs fn holding an exclusive lock file. The holder touches it every 2 s, so only a lock left by a
- * crashed process (untouched for 10 s) is ever broken.
+ * Runs fn holding an exclusive lock file that names its holder (PID and a unique token). The holder
+ * touches it every 2 s, so a lock is broken only when its holder is a process of this host that no
+ * longer runs (the state dir is local) or, whatever its PID, when it went untouched for 10 s.
  */
 export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+  const content = `${String(process.pid)} ${randomUUID()}\n`;
   for (;;) {
     try {
-      const handle = await open(path, 'wx');
-      await handle.close();
+      await writeFile(path, content, { flag: 'wx' });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const held = await readFile(path, 'utf8').catch(() => undefined);
       const age = await stat(path).then((info) => Date.now() - info.mtimeMs, () => 0);
-      if (age > STALE_LOCK_MS) await rm(path, { force: true });
+      const holderPid = Number(held?.split(' ')[0]);
+      const holderGone = held !== undefined && held.endsWith('\n') && Number.isInteger(holderPid) && holderPid > 0 && !isProcessAlive(holderPid);
+      if (held !== undefined && (holderGone || age > STALE_LOCK_MS)) await breakLock(path, held);
       else await sleep(20);
     }
   }
@@ -45,6 +50,22 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
     clearInterval(touch);
     await rm(path, { force: true });
   }
+}
+
+/**
+ * Removes the lock only if it is still the one judged stale: moved aside first (only one breaker
+ * wins the move), and put back when what was moved is a newer holder's lock.
+ */
+async function breakLock(path: string, stale: string): Promise<void> {
+  const aside = `${path}.${String(process.pid)}.${String(++tmpCounter)}.broken`;
+  try {
+    await rename(path, aside);
+  } catch {
+    return;
+  }
+  const moved = await readFile(aside, 'utf8').catch(() => undefined);
+  if (moved !== stale) await link(aside, path).catch(() => undefined);
+  await rm(aside, { force: true });
 }
 
 /** The file's SHA-256, hex: how snapshots are checked before anything is restored from them. */

@@ -1,0 +1,58 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { withLock } from '../../src/adapters/state-files.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'fastplane-lock-'));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** The PID of a process that ran and exited. */
+function deadPid(): number {
+  const child = spawnSync('sh', ['-c', 'echo $$'], { encoding: 'utf8' });
+  return Number(child.stdout.trim());
+}
+
+describe('withLock', () => {
+  test('a lock left by a process that no longer runs is taken over at once, not after 10 s', async () => {
+    const path = join(dir, 'dead.lock');
+    writeFileSync(path, `${String(deadPid())} left-behind\n`);
+    const started = Date.now();
+    const value = await withLock(path, () => Promise.resolve('ran'));
+    assert.equal(value, 'ran');
+    assert.ok(Date.now() - started < 5_000, 'not the 10 s staleness wait');
+    assert.equal(existsSync(path), false, 'released');
+  });
+
+  test("a live holder's lock is waited for; holders never overlap", async () => {
+    const path = join(dir, 'live.lock');
+    let inside = 0;
+    let most = 0;
+    const critical = async (): Promise<void> => {
+      inside += 1;
+      most = Math.max(most, inside);
+      await sleep(30);
+      inside -= 1;
+    };
+    await Promise.all(Array.from({ length: 8 }, () => withLock(path, critical)));
+    assert.equal(most, 1);
+
+    // Held by this (live) process under another token: the second caller waits until it is removed.
+    writeFileSync(path, `${String(process.pid)} other-holder\n`);
+    let ran = false;
+    const waiting = withLock(path, () => {
+      ran = true;
+      return Promise.resolve();
+    });
+    await sleep(300);
+    assert.equal(ran, false, 'waited for the live holder');
+    rmSync(path);
+    await waiting;
+    assert.equal(ran, true);
+  });
+});
