@@ -39,9 +39,13 @@ function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** The TTL of the etcd lease behind a cluster lease: the holder's own, in whole seconds. */
+/**
+ * The TTL of the etcd lease behind a cluster lease: twice the holder's, in whole seconds. It is only the
+ * backstop that clears a dead holder's key (the record's renewedAt decides when the lease is free), so
+ * one etcd lease serves several renewals: it is re-granted once half of it has passed.
+ */
 function ttlSeconds(ttlMs: number): number {
-  return Math.max(1, Math.ceil(ttlMs / 1000));
+  return Math.max(2, Math.ceil((2 * ttlMs) / 1000));
 }
 
 /**
@@ -49,7 +53,7 @@ function ttlSeconds(ttlMs: number): number {
  * are JSON values under a key prefix (layout in etcd-store-client.ts); every fenced write is one
  * transaction conditional on the writer's lease key (etcd-commit.ts). A cluster's lease key is attached
  * to an etcd lease with the holder's TTL, re-granted at each renewal, so the key of a holder that died
- * goes away by itself; the JSON record still carries renewedAt, judged on the caller's clock as in
+ * goes away by itself (granted for twice the TTL, re-granted once half of that has passed); the JSON record still carries renewedAt, judged on the caller's clock as in
  * every other store.
  */
 export class EtcdStateStore implements StateStore {
@@ -58,6 +62,8 @@ export class EtcdStateStore implements StateStore {
   private readonly host = hostname();
   private readonly isHolderAlive: (pid: number) => boolean;
   private readonly watches = new Set<SpecWatch>();
+  /** etcd leases this store granted, with when they expire on this process's clock (ms). */
+  private readonly granted = new Map<string, number>();
 
   constructor(options: EtcdStateStoreOptions) {
     this.etcd = new EtcdEndpoints(options);
@@ -142,7 +148,7 @@ export class EtcdStateStore implements StateStore {
         remove(this.keys.lease(cluster)),
       ]);
       if (deleted.succeeded) {
-        await this.revoke(kv.lease);
+        this.revoke(kv.lease);
         return;
       }
     }
@@ -181,7 +187,7 @@ export class EtcdStateStore implements StateStore {
       const kv = await this.get(key);
       if (!kv || decodeLease('leases', key, kv.value.toString()).token !== token) return;
       if ((await this.txn(leaseCompare(key, kv), [remove(key)])).succeeded) {
-        await this.revoke(kv.lease);
+        this.revoke(kv.lease);
         return;
       }
     }
@@ -259,22 +265,34 @@ export class EtcdStateStore implements StateStore {
     throw new Error(`state store: claim ${kv.key.toString()} is corrupt: ${text.slice(0, 80)}`);
   }
 
-  /** Writes the lease record under a new etcd lease with the holder's TTL, if the key is as read. */
+  /**
+   * Writes the lease record, if the key is as read, under the etcd lease it already has when this store
+   * granted that one and more than half of it is left; otherwise under a newly granted one.
+   */
   private async putLease(key: string, kv: IKeyValue | undefined, record: LeaseRecord): Promise<boolean> {
-    const granted = await this.etcd.write((client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds(record.ttlMs) }));
-    const response = await this.txn([unchanged(key, kv)], [put(key, record, granted.ID)]).catch(async (error: unknown) => {
-      await this.revoke(granted.ID);
+    const ttl = ttlSeconds(record.ttlMs);
+    const current = kv?.lease;
+    const expiresAt = current === undefined ? undefined : this.granted.get(current);
+    if (current !== undefined && expiresAt !== undefined && expiresAt - Date.now() > (ttl * 1000) / 2) {
+      return (await this.txn([unchanged(key, kv)], [put(key, record, current)])).succeeded;
+    }
+    const grantedAt = Date.now();
+    const granted = await this.etcd.write((client) => client.leaseClient.leaseGrant({ TTL: ttl }));
+    const response = await this.txn([unchanged(key, kv)], [put(key, record, granted.ID)]).catch((error: unknown) => {
+      this.revoke(granted.ID);
       throw error;
     });
-    // The old etcd lease holds no key any more (or the new one never got one): let it go now.
-    await this.revoke(response.succeeded ? kv?.lease : granted.ID);
+    if (response.succeeded) this.granted.set(granted.ID, grantedAt + ttl * 1000);
+    // The old etcd lease holds no key any more (or the new one never got one): let it go, off the renewal's path.
+    this.revoke(response.succeeded ? current : granted.ID);
     return response.succeeded;
   }
 
-  /** Best effort: an etcd lease left behind expires with its TTL anyway. */
-  private async revoke(id: string | undefined): Promise<void> {
+  /** Best effort, not awaited: an etcd lease left behind expires with its TTL anyway. */
+  private revoke(id: string | undefined): void {
     if (id === undefined || id === '0') return;
-    await this.etcd.write((client) => client.leaseClient.leaseRevoke({ ID: id })).catch(() => undefined);
+    this.granted.delete(id);
+    void this.etcd.write((client) => client.leaseClient.leaseRevoke({ ID: id })).catch(() => undefined);
   }
 
   private async readCluster(cluster: string) {
