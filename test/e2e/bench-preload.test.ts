@@ -14,7 +14,7 @@ describe('fastplane bench --preload on real etcd', { timeout: 300_000 }, () => {
     // 48 MB of 4 KiB values is ~11.7k writes: past the provider's --snapshot-count of 10,000, so the
     // leader has compacted its log and each learner must be sent the database as a snapshot.
     const preloadBytes = 48_000_000;
-    const bench = await env.run(['bench', '--replicas', '3', '--provisioning-delay', '1s', '--preload', '48MB', '--timeout', '150s', '-o', 'json']);
+    const bench = await env.run(['bench', '--modes', 'serial,parallel', '--replicas', '3', '--provisioning-delay', '1s', '--preload', '48MB', '--timeout', '150s', '-o', 'json']);
     assert.equal(bench.code, 0, bench.stderr);
     const result = JSON.parse(bench.stdout) as BenchResult;
     const preload = result.preload;

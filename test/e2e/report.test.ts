@@ -102,10 +102,11 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     }
     assert.equal(result.runs.length, 1);
     const run = result.runs[0]!;
-    assert.deepEqual(run.order, ['serial', 'parallel']);
+    assert.deepEqual([...run.order].sort(), ['guarded', 'parallel', 'serial']);
     const parallel = run.parallel!;
     assert.equal(parallel.machines.length, 3);
-    assert.deepEqual(Object.keys(result.modes), ['serial', 'parallel'], 'both default modes, side by side');
+    assert.deepEqual(Object.keys(result.modes), ['serial', 'parallel', 'guarded'], 'the three default modes, side by side');
+    assert.ok((result.modes.guarded?.seconds ?? 0) > 0, 'the guarded mode ran');
     // The bound comes from a calibration on another cluster, never from the run; a run beating it is
     // reported as a model error with its efficiency above 1, not clipped.
     assert.ok(result.calibration.initSamplesSeconds.length >= 5 && result.calibration.joinSamplesSeconds.length >= 5, 'at least 5 calibration samples each');
