@@ -78,6 +78,20 @@ const BackupSchema = z
   })
   .strict();
 
+// Routine maintenance by the reconcile loop: compaction to a retained window and defragmentation of
+// fragmented members, one at a time, leader last (as `fastplane maintain`), every `every` once
+// initialized and converged.
+const MaintenanceSchema = z
+  .object({
+    every: z
+      .string()
+      .refine((text) => (parseDuration(text) ?? 0) >= 1000, { error: 'every must be a duration of 1s or more, such as 24h' })
+      .default('24h'),
+    retainRevisions: z.number({ error: 'must be a whole number' }).int({ error: 'must be a whole number' }).min(0, { error: 'must be at least 0' }).default(10_000),
+    fragmentationThreshold: z.number({ error: 'must be a number' }).gt(0, { error: 'must be above 0' }).max(1, { error: 'must be at most 1' }).default(0.5),
+  })
+  .strict();
+
 const SpecSchema = z
   .object({
     replicas: z
@@ -94,6 +108,7 @@ const SpecSchema = z
     rollout: RolloutSchema.default(() => RolloutSchema.parse({})),
     remediation: RemediationSchema.default(() => RemediationSchema.parse({})),
     backup: BackupSchema.optional(),
+    maintenance: MaintenanceSchema.default(() => MaintenanceSchema.parse({})),
   })
   .strict()
   .superRefine((spec, ctx) => {

@@ -1,6 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
+import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { listBackups, sidecarPath } from '../backup/backup-files.ts';
 import type { ObservedCare } from '../planner/types.ts';
 import type { CarePort } from '../ports/care.ts';
@@ -59,13 +60,18 @@ export function carePortFor(ctx: CliContext, manifest: ControlPlane): CarePort {
       const { renewUnderLease } = await import('./certs-commands.ts');
       return renewUnderLease(ctx, manifest, writer, { rotateCa: false });
     },
-    async recoverNoSpace(writer) {
-      const [{ maintain }, { clientEndpoints, withClients }, { systemClock }] = await Promise.all([import('../dr/maintain.ts'), import('./backup-commands.ts'), import('../ports/clock.ts')]);
-      const endpoints = await clientEndpoints(ctx, name);
-      const report = await withClients(ctx, manifest, ({ admin, maintenance }) =>
-        maintain({ admin, maintenance, endpoints, writer, clock: systemClock, healthTimeoutMs: 60_000, onNote: (text) => { ctx.log.info({ cluster: name }, text); } }, NOSPACE_RECOVERY),
-      );
-      return report.reasons;
-    },
+    recoverNoSpace: (writer) => maintainUnderLease(ctx, manifest, writer, NOSPACE_RECOVERY),
+    maintain: (writer, options) => maintainUnderLease(ctx, manifest, writer, options),
   };
+}
+
+/** One round of `maintain` (dr/maintain.ts) under the caller's lease; returns its reasons. */
+async function maintainUnderLease(ctx: CliContext, manifest: ControlPlane, writer: FencedWriter, options: { retainRevisions: number; fragmentationThreshold: number }): Promise<string[]> {
+  const name = manifest.metadata.name;
+  const [{ maintain }, { clientEndpoints, withClients }, { systemClock }] = await Promise.all([import('../dr/maintain.ts'), import('./backup-commands.ts'), import('../ports/clock.ts')]);
+  const endpoints = await clientEndpoints(ctx, name);
+  const report = await withClients(ctx, manifest, ({ admin, maintenance }) =>
+    maintain({ admin, maintenance, endpoints, writer, clock: systemClock, healthTimeoutMs: 60_000, onNote: (text) => { ctx.log.info({ cluster: name }, text); } }, options),
+  );
+  return report.reasons;
 }

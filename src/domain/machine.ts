@@ -85,6 +85,7 @@ export interface ControlPlaneRecord {
   lastPass?: PassSummary;
   /** How the last scheduled backup ended (spec.backup): a failure is the BackupFailing condition until one succeeds. */
   lastBackupAttempt?: { at: number; ok: boolean; message: string };
+  lastMaintenance?: { at: number; ok: boolean; message: string };
 }
 
 /** What the lease holder's latest pass found: what waiting commands show and judge. */

@@ -2,11 +2,13 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
+import { quorum } from '../domain/quorum.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
 import type {
   Action,
   AddLearner,
   CareAction,
+  RunMaintenance,
   CreateMachine,
   Decision,
   LastMembershipAttempt,
@@ -260,10 +262,26 @@ async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLe
   deps.failpoint('after-move-leader');
 }
 
+/**
+ * Asks the voters that would remain, right before a removal, whether they still answer with a leader:
+ * the plan was made on readings a pass old, and a voter lost since then must not be counted (with
+ * reconfigurationCheck fastplane etcd no longer refuses such a removal itself). Refused like etcd's
+ * own check, so the planner waits and looks again.
+ */
+async function confirmRemainingQuorum(deps: ExecutorDeps, observed: Observed, victim: string, endpoints: string[]): Promise<void> {
+  const remaining = observed.members.ok ? observed.members.list.filter((m) => !m.isLearner && m.id !== victim).length : endpoints.length;
+  const answers = await Promise.allSettled(endpoints.map((endpoint) => deps.etcd.status(endpoint)));
+  const healthy = answers.filter((a) => a.status === 'fulfilled' && a.value.leaderId !== '0' && a.value.leaderId !== '').length;
+  if (healthy < quorum(remaining)) {
+    throw new EtcdAdminError('UnhealthyCluster', `removal held: ${String(healthy)} of the ${String(remaining)} remaining voters answer with a leader right now, quorum is ${String(quorum(remaining))}`);
+  }
+}
+
 async function removeMember(deps: ExecutorDeps, observed: Observed, action: RemoveMember): Promise<void> {
   // Never through the member being removed: it may answer "server stopped" after succeeding.
   const endpoints = voterEndpoints(observed, action.memberId);
   await deps.writer.verify();
+  await confirmRemainingQuorum(deps, observed, action.memberId, endpoints);
   try {
     await deps.etcd.removeMember(endpoints, action.memberId);
   } catch (error) {
@@ -345,6 +363,23 @@ async function takeScheduledBackup(deps: ExecutorDeps, keep: number): Promise<st
   return line;
 }
 
+/** Scheduled maintenance, its outcome recorded on the control plane either way (the next slot counts from it). */
+async function runScheduledMaintenance(deps: ExecutorDeps, action: RunMaintenance): Promise<string> {
+  const at = deps.clock.now();
+  await deps.writer.verify();
+  let line: string;
+  try {
+    line = (await carePort(deps).maintain(deps.writer, { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold })).join('; ');
+  } catch (error) {
+    if (endsTheRun(error)) throw error;
+    const message = error instanceof Error ? error.message : String(error);
+    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastMaintenance: { at, ok: false, message } } });
+    throw error;
+  }
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastMaintenance: { at, ok: true, message: line } } });
+  return line;
+}
+
 async function runCareAction(deps: ExecutorDeps, action: CareAction): Promise<string> {
   switch (action.kind) {
     case 'TakeBackup':
@@ -353,6 +388,8 @@ async function runCareAction(deps: ExecutorDeps, action: CareAction): Promise<st
       return `renewed ${(await carePort(deps).renewCertificates(deps.writer)).join(', ')}`;
     case 'RecoverNoSpace':
       return (await carePort(deps).recoverNoSpace(deps.writer)).join('; ');
+    case 'RunMaintenance':
+      return runScheduledMaintenance(deps, action);
   }
 }
 

@@ -81,11 +81,33 @@ function certificates(view: ClusterView, out: CarePlan, converged: boolean): voi
   out.actions.push({ kind: 'RenewCertificates', reason: left <= 0 ? 'CertificatesExpired' : 'CertificatesExpiringSoon' });
 }
 
-/** Day-2 care from the observation: backups on schedule, NOSPACE recovery, certificate renewal. Pure. */
+/**
+ * Routine maintenance, due `every` after the last attempt (or after the init): only on a converged
+ * cluster, since defragmentation pauses each member in turn behind the health gate. A failure is an
+ * event and waits for the next slot, like a backup.
+ */
+function maintenance(view: ClusterView, out: CarePlan, converged: boolean): void {
+  const schedule = view.spec.maintenance;
+  const care = view.observed.care;
+  const since = care?.lastMaintenance?.at ?? view.observed.initializedAt;
+  if (!schedule || !care || since === undefined) return;
+  const dueIn = since + schedule.everyMs - view.now;
+  out.nextDueInMs = Math.min(out.nextDueInMs ?? Infinity, Math.max(0, dueIn));
+  if (dueIn > 0) return;
+  if (!converged) {
+    out.waits.push({ code: 'MaintenanceDeferred', message: 'scheduled maintenance is due; it waits until the cluster has converged' });
+    return;
+  }
+  out.actions.push({ kind: 'RunMaintenance', retainRevisions: schedule.retainRevisions, fragmentationThreshold: schedule.fragmentationThreshold, reason: 'MaintenanceDue' });
+}
+
+/** Day-2 care from the observation: backups on schedule, NOSPACE recovery, certificate renewal, maintenance. Pure. */
 export function planCare(view: ClusterView, state: { converged: boolean; membershipBusy: boolean }): CarePlan {
   const out: CarePlan = { actions: [], waits: [], conditions: [] };
   backups(view, out);
   noSpace(view, out, state.membershipBusy);
   certificates(view, out, state.converged);
+  // One restart-like job at a time: a renewal already rolls every member.
+  if (!out.actions.some((a) => a.kind === 'RenewCertificates' || a.kind === 'RecoverNoSpace')) maintenance(view, out, state.converged);
   return out;
 }

@@ -26,8 +26,14 @@ export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
     learnerStuckAfterMs: ms(spec.remediation.learnerStuckAfter),
   };
   const backup = spec.backup === undefined ? {} : { backup: { everyMs: ms(spec.backup.every), keep: spec.backup.keep } };
+  const maintenance = {
+    everyMs: ms(spec.maintenance.every),
+    retainRevisions: spec.maintenance.retainRevisions,
+    fragmentationThreshold: spec.maintenance.fragmentationThreshold,
+  };
   return {
     ...backup,
+    maintenance,
     name: cp.metadata.name,
     replicas: spec.replicas,
     version: spec.version,

@@ -17,6 +17,8 @@ export interface PlannerSpec {
   maxSurge: number;
   /** Scheduled backups (spec.backup); none: only `fastplane backup` takes them. */
   backup?: { everyMs: number; keep: number };
+  /** Routine maintenance (spec.maintenance); none: only `fastplane maintain` and NOSPACE recovery run it. */
+  maintenance?: { everyMs: number; retainRevisions: number; fragmentationThreshold: number };
   remediation: {
     maxRetry: number;
     retryPeriodMs: number;
@@ -72,6 +74,8 @@ export interface ObservedCare {
   };
   /** The certificate that expires first, of the cluster's CA, client and members. */
   certificates?: { earliestExpiry: number; file: string };
+  /** How the last scheduled maintenance ended. */
+  lastMaintenance?: { at: number; ok: boolean; message: string };
 }
 
 /**
@@ -198,6 +202,13 @@ export interface RenewCertificates {
   kind: 'RenewCertificates';
   reason: string;
 }
+/** Scheduled maintenance: compact to the retained window, defragment fragmented members one at a time, leader last. */
+export interface RunMaintenance {
+  kind: 'RunMaintenance';
+  retainRevisions: number;
+  fragmentationThreshold: number;
+  reason: string;
+}
 /** A NOSPACE alarm: compact all history, defragment every member (leader last), disarm. */
 export interface RecoverNoSpace {
   kind: 'RecoverNoSpace';
@@ -207,7 +218,7 @@ export interface RecoverNoSpace {
  * Day-2 care the planner asks for from what it observed. It changes no membership and takes no
  * machine; the executor runs it beside the other actions of the decision.
  */
-export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace;
+export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace | RunMaintenance;
 
 export type Action = MachineAction | MembershipAction | CareAction;
 

@@ -14,4 +14,6 @@ export interface CarePort {
   renewCertificates(writer: FencedWriter): Promise<string[]>;
   /** Compacts all history, defragments every member (leader last), disarms NOSPACE; returns the reasons. */
   recoverNoSpace(writer: FencedWriter): Promise<string[]>;
+  /** Compacts to the retained window and defragments members above the threshold (leader last); returns the reasons. */
+  maintain(writer: FencedWriter, options: { retainRevisions: number; fragmentationThreshold: number }): Promise<string[]>;
 }

@@ -29,6 +29,7 @@ async function observeCare(deps: ObserveDeps, cp: ControlPlaneRecord): Promise<O
     care = {};
   }
   if (cp.lastBackupAttempt) care.backups = { count: 0, ...care.backups, lastAttempt: cp.lastBackupAttempt };
+  if (cp.lastMaintenance) care.lastMaintenance = cp.lastMaintenance;
   return care;
 }
 

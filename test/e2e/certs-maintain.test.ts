@@ -162,6 +162,22 @@ describe('certificates and maintenance on real etcd', { timeout: 300_000 }, () =
     for (const cert of list.values()) assert.ok(Date.parse(cert.notAfter) > Date.now() + 300 * 86_400_000, `${cert.file} lasts a year again`);
   });
 
+  test('scheduled maintenance: a reconcile compacts and defragments on its own once `every` has passed, and records it', async () => {
+    const manifest = env.writeManifest('tls', { replicas: 3, maintenance: { every: '1s', retainRevisions: 0, fragmentationThreshold: 0.01 } });
+    const up = await env.run(['up', '-f', manifest, '--timeout', '120s', '-o', 'json']);
+    assert.equal(up.code, 0, up.stderr);
+    assert.equal(statusOf(up.stdout).status.phase, 'Ready');
+    const ran = env.events('tls').filter((e) => e.action === 'RunMaintenance');
+    assert.equal(ran.length, 1, JSON.stringify(ran));
+    const [event] = ran;
+    assert.ok(event);
+    assert.equal(event.outcome, 'Succeeded', JSON.stringify(event));
+    assert.match(event.message, /compact/i, 'the event says what was done');
+    const record = env.controlPlaneRecords().find((cp) => cp.name === 'tls');
+    assert.equal(record?.lastMaintenance?.ok, true, JSON.stringify(record?.lastMaintenance));
+    assert.equal(record.generation, record.observedGeneration, 'a spec change that rolls nothing');
+  });
+
   test('maintain recovers from a NOSPACE alarm: compacts, defragments every member (leader last), disarms', async () => {
     const manifest = env.writeManifest('full', { replicas: 3, etcd: { quotaBackendBytes: 8 * 1024 * 1024 } });
     const up = await env.run(['up', '-f', manifest, '--timeout', '120s', '-o', 'json']);

@@ -87,3 +87,28 @@ describe('planner: NOSPACE alarm', () => {
     assert.deepEqual(careKinds(plan(spec({ replicas: 5 }), joining, NOW)), []);
   });
 });
+
+describe('planner: scheduled maintenance', () => {
+  const maintained = spec({ maintenance: { everyMs: EVERY, retainRevisions: 100, fragmentationThreshold: 0.4 } });
+  const since = (initializedAt: number, care: ObservedCare = {}): Observed => ({ ...withCare(healthyObserved(3), care), initializedAt });
+
+  test('due `every` after the init or the last attempt, with the spec settings; converged either way', () => {
+    const early = plan(maintained, since(NOW - 500), NOW);
+    assert.deepEqual(careKinds(early), []);
+    assert.ok(early.requeueAfterMs <= EVERY - 500, 'looks again when it is due');
+    const due = plan(maintained, since(NOW - EVERY), NOW);
+    assert.deepEqual(due.careActions, [{ kind: 'RunMaintenance', retainRevisions: 100, fragmentationThreshold: 0.4, reason: 'MaintenanceDue' }]);
+    assert.equal(due.converged, true);
+    const justRan = plan(maintained, since(NOW - 10 * EVERY, { lastMaintenance: { at: NOW - 100, ok: false, message: 'timeout' } }), NOW);
+    assert.deepEqual(careKinds(justRan), [], 'a failed attempt waits for the next slot');
+  });
+
+  test('never before the init, never on a cluster that has not converged, never beside a certificate renewal', () => {
+    assert.deepEqual(careKinds(plan(maintained, withCare(healthyObserved(3), {}), NOW)), [], 'no init time: nothing to count from');
+    const growing = plan(spec({ replicas: 5, maintenance: { everyMs: EVERY, retainRevisions: 100, fragmentationThreshold: 0.4 } }), since(NOW - EVERY), NOW);
+    assert.ok(!careKinds(growing).includes('RunMaintenance'));
+    assert.ok(growing.waits.some((w) => w.code === 'MaintenanceDeferred'), JSON.stringify(growing.waits));
+    const expiring = plan(maintained, since(NOW - EVERY, { certificates: { earliestExpiry: NOW + DAY, file: 'ca.crt' } }), NOW);
+    assert.deepEqual(careKinds(expiring), ['RenewCertificates']);
+  });
+});

@@ -24,6 +24,7 @@ const DEFAULT_SPEC: ControlPlane['spec'] = {
   etcd: { maxLearners: 1, reconfigurationCheck: 'etcd' },
   rollout: { maxSurge: 1 },
   remediation: { maxRetry: 5, retryPeriod: '0s', minHealthyPeriod: '1h', unhealthyAfter: '10s', learnerStuckAfter: '2m' },
+  maintenance: { every: '24h', retainRevisions: 10_000, fragmentationThreshold: 0.5 },
 };
 
 function manifest(spec?: Record<string, unknown>, extra: Record<string, unknown> = {}): Record<string, unknown> {
