@@ -8,7 +8,6 @@ import type {
   Action,
   AddLearner,
   CareAction,
-  RunMaintenance,
   CreateMachine,
   Decision,
   LastMembershipAttempt,
@@ -344,52 +343,38 @@ function carePort(deps: ExecutorDeps): CarePort {
 }
 
 /**
- * A scheduled backup, its outcome recorded on the control plane either way: a failure is the
- * BackupFailing condition (and the next try waits for the schedule), a success clears it.
+ * A scheduled care job (a backup, maintenance), its outcome recorded on the control plane either way,
+ * since the next slot counts from the attempt: a failed backup is the BackupFailing condition until a
+ * good one clears it.
  */
-async function takeScheduledBackup(deps: ExecutorDeps, keep: number): Promise<string> {
+async function runScheduled(deps: ExecutorDeps, field: 'lastBackupAttempt' | 'lastMaintenance', job: () => Promise<string>): Promise<string> {
   const at = deps.clock.now();
   await deps.writer.verify();
   let line: string;
   try {
-    line = await carePort(deps).takeBackup(keep);
+    line = await job();
   } catch (error) {
     if (endsTheRun(error)) throw error;
     const message = error instanceof Error ? error.message : String(error);
-    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastBackupAttempt: { at, ok: false, message } } });
+    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { [field]: { at, ok: false, message } } });
     throw error;
   }
-  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastBackupAttempt: { at, ok: true, message: line } } });
-  return line;
-}
-
-/** Scheduled maintenance, its outcome recorded on the control plane either way (the next slot counts from it). */
-async function runScheduledMaintenance(deps: ExecutorDeps, action: RunMaintenance): Promise<string> {
-  const at = deps.clock.now();
-  await deps.writer.verify();
-  let line: string;
-  try {
-    line = (await carePort(deps).maintain(deps.writer, { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold })).join('; ');
-  } catch (error) {
-    if (endsTheRun(error)) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastMaintenance: { at, ok: false, message } } });
-    throw error;
-  }
-  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastMaintenance: { at, ok: true, message: line } } });
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { [field]: { at, ok: true, message: line } } });
   return line;
 }
 
 async function runCareAction(deps: ExecutorDeps, action: CareAction): Promise<string> {
   switch (action.kind) {
     case 'TakeBackup':
-      return takeScheduledBackup(deps, action.keep);
+      return runScheduled(deps, 'lastBackupAttempt', () => carePort(deps).takeBackup(action.keep));
     case 'RenewCertificates':
       return `renewed ${(await carePort(deps).renewCertificates(deps.writer)).join(', ')}`;
     case 'RecoverNoSpace':
       return (await carePort(deps).recoverNoSpace(deps.writer)).join('; ');
-    case 'RunMaintenance':
-      return runScheduledMaintenance(deps, action);
+    case 'RunMaintenance': {
+      const options = { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold };
+      return runScheduled(deps, 'lastMaintenance', async () => (await carePort(deps).maintain(deps.writer, options)).join('; '));
+    }
   }
 }
 
