@@ -68,6 +68,16 @@ async function breakLock(path: string, stale: string): Promise<void> {
   await rm(aside, { force: true });
 }
 
+/** A JSON file's content, or undefined when there is no such file (any other error is thrown). */
+export async function readJsonIfPresent<T>(path: string): Promise<T | undefined> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8')) as T;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
 /** The file's SHA-256, hex: how snapshots are checked before anything is restored from them. */
 export async function sha256OfFile(path: string): Promise<string> {
   const hash = createHash('sha256');

@@ -14,7 +14,7 @@ import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
 import { clientTlsFiles, memberTlsFiles } from './pki-files.ts';
 import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
-import { sha256OfFile, writeFileAtomic } from '../../state-files.ts';
+import { readJsonIfPresent, sha256OfFile, writeFileAtomic } from '../../state-files.ts';
 import { initStartSuppressed } from './test-markers.ts';
 import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
 
@@ -421,13 +421,8 @@ export class LocalProcessProvider implements InfraProvider {
     return join(this.machineDir(cluster, name), 'pki');
   }
 
-  private async read(cluster: string, name: string): Promise<MachineFile | undefined> {
-    try {
-      return JSON.parse(await readFile(join(this.machineDir(cluster, name), 'machine.json'), 'utf8')) as MachineFile;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
+  private read(cluster: string, name: string): Promise<MachineFile | undefined> {
+    return readJsonIfPresent<MachineFile>(join(this.machineDir(cluster, name), 'machine.json'));
   }
 
   private async write(machine: MachineFile): Promise<void> {

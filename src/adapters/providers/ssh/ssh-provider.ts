@@ -6,7 +6,7 @@ import type { SshHost } from '../../../api/ssh-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
-import { sha256OfFile, writeFileAtomic } from '../../state-files.ts';
+import { readJsonIfPresent, sha256OfFile, writeFileAtomic } from '../../state-files.ts';
 import { clientTlsFiles, memberTlsFiles } from '../local/pki-files.ts';
 import { memberFlags } from '../member-flags.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
@@ -334,13 +334,8 @@ export class SshProvider implements InfraProvider {
     return join(this.options.stateDir, 'clusters', cluster, 'pki');
   }
 
-  private async read(cluster: string, name: string): Promise<SshMachineFile | undefined> {
-    try {
-      return JSON.parse(await readFile(join(this.machineDir(cluster, name), 'machine.json'), 'utf8')) as SshMachineFile;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw error;
-    }
+  private read(cluster: string, name: string): Promise<SshMachineFile | undefined> {
+    return readJsonIfPresent<SshMachineFile>(join(this.machineDir(cluster, name), 'machine.json'));
   }
 
   private write(machine: SshMachineFile): Promise<void> {
