@@ -20,7 +20,7 @@ import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../reconciler/lease-keep
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { carePortFor } from './care-port.ts';
-import { openLogger, parseLogOptions } from './logging.ts';
+import { openLogger, parseLogOptions, type LogOptions } from './logging.ts';
 import type { OpenedStore, StoreFlags } from './store-selection.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
 
@@ -57,7 +57,8 @@ export class CliContext {
   readonly store: StateStore;
   /** Where the records are, for messages: the state dir, or the etcd endpoints and prefix. */
   readonly storeLocation: string;
-  readonly log: Logger;
+  private logger: Logger | undefined;
+  private readonly logOptions: LogOptions;
   readonly hooks: TestHooks;
   readonly leaseTtlMs: number;
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
@@ -70,14 +71,19 @@ export class CliContext {
     // Before anything is opened: a refused test hook, log format or TTL is an input error with nothing created.
     this.hooks = testHooksFromEnv();
     this.leaseTtlMs = parseLeaseTtl(leaseTtl, options.defaultLeaseTtlMs);
-    const logOptions = { ...parseLogOptions(logLevel, logFormat), ...(options.logToStdout === true ? { stdout: true } : {}) };
+    this.logOptions = { ...parseLogOptions(logLevel, logFormat), ...(options.logToStdout === true ? { stdout: true } : {}) };
     // Records, logs, certificates and backups: nothing in the state dir is for other users.
     mkdirSync(stateDir, { recursive: true, mode: 0o700 });
     chmodSync(stateDir, 0o700);
     const opened = openStore?.();
     this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.storeLocation = opened?.location ?? stateDir;
-    this.log = openLogger(join(stateDir, 'fastplane.log'), logOptions);
+  }
+
+  /** The log file (and stderr or stdout as asked), opened when a command first logs. */
+  get log(): Logger {
+    this.logger ??= openLogger(join(this.stateDir, 'fastplane.log'), this.logOptions);
+    return this.logger;
   }
 
   /** The control plane's provider (spec.provider.name) with its own settings. */
@@ -154,6 +160,6 @@ export class CliContext {
     await Promise.all([...this.admins.values()].map((admin) => admin.close()));
     await Promise.all([...this.sshProviders.values()].map((provider) => provider.close()));
     await this.store.close();
-    this.log.flush();
+    this.logger?.flush();
   }
 }

@@ -1,5 +1,6 @@
 import { chmodSync, existsSync, renameSync, statSync } from 'node:fs';
-import { pino, type DestinationStream, type LevelWithSilent, type Logger, type StreamEntry } from 'pino';
+import { createRequire } from 'node:module';
+import type { DestinationStream, LevelWithSilent, Logger, StreamEntry } from 'pino';
 import { InvalidInputError } from '../api/errors.ts';
 
 type LogFormat = 'json' | 'pretty';
@@ -41,13 +42,19 @@ export function rotateLogFile(path: string, maxBytes = LOG_ROTATE_BYTES, keep = 
   renameSync(path, `${path}.1`);
 }
 
+// pino loads when a command first logs: `--help`, `--version` and `status` without clusters never pay for it.
+const requireLazily = createRequire(import.meta.url);
+
+/** pino's numeric levels, as its records carry them. */
+const LEVEL_LABELS: Readonly<Record<number, string>> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
+
 const PRETTY_SKIPPED = new Set(['level', 'time', 'pid', 'hostname', 'msg']);
 
 /** One compact human line per pino record: time, level, message, then the other fields as key=value. */
 export function prettyLine(json: string): string {
   const record = JSON.parse(json) as Record<string, unknown>;
   const time = typeof record.time === 'number' ? new Date(record.time).toISOString().slice(11, 23) : '';
-  const level = typeof record.level === 'number' ? (pino.levels.labels[record.level] ?? String(record.level)) : '';
+  const level = typeof record.level === 'number' ? (LEVEL_LABELS[record.level] ?? String(record.level)) : '';
   const fields = Object.entries(record)
     .filter(([key, value]) => !PRETTY_SKIPPED.has(key) && value !== undefined)
     .map(([key, value]) => `${key}=${typeof value === 'string' ? value : JSON.stringify(value)}`);
@@ -59,6 +66,7 @@ export function prettyLine(json: string): string {
  * format is asked for (stderr otherwise carries progress and errors only, as the CLI contract says).
  */
 export function openLogger(file: string, { level, format, stdout }: LogOptions): Logger {
+  const { pino } = requireLazily('pino') as typeof import('pino');
   rotateLogFile(file);
   // The logger's level filters; every stream takes all it is given (a stream's own default is info).
   const streams: StreamEntry[] = [{ level: 'trace', stream: pino.destination({ dest: file, sync: true, mkdir: true, mode: 0o600 }) }];

@@ -1,4 +1,4 @@
-import { stringify as toYaml } from 'yaml';
+import { createRequire } from 'node:module';
 import { InvalidInputError } from '../api/errors.ts';
 import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import { renderTable } from './table.ts';
@@ -24,7 +24,8 @@ function table(doc: ControlPlaneStatusDocument): string {
 /** One document, or an array for `status` without a name. */
 export function render(docs: ControlPlaneStatusDocument | ControlPlaneStatusDocument[], format: OutputFormat): string {
   if (format === 'json') return JSON.stringify(docs, null, 2);
-  if (format === 'yaml') return toYaml(docs);
+  // yaml loads only for -o yaml: every other start skips it.
+  if (format === 'yaml') return (createRequire(import.meta.url)('yaml') as typeof import('yaml')).stringify(docs);
   const list = Array.isArray(docs) ? docs : [docs];
   if (list.length === 0) return 'no control planes';
   return list.map(table).join('\n\n');

@@ -83,9 +83,9 @@ describe('CLI start', () => {
     for (const heavy of ['etcd3', 'better-sqlite3', 'listr2', '@peculiar/x509', 'pino']) assert.ok(!loaded.includes(heavy), `--help loaded ${heavy}`);
   });
 
-  test('status without control planes does not load etcd3', () => {
+  test('status without control planes loads neither etcd3 nor ssh2 nor zod', () => {
     const loaded = packagesLoaded(['status']);
     assert.ok(loaded.includes('better-sqlite3'), loaded.join(', '));
-    assert.ok(!loaded.includes('etcd3'), loaded.join(', '));
+    for (const heavy of ['etcd3', 'ssh2', 'zod']) assert.ok(!loaded.includes(heavy), `status loaded ${heavy}: ${loaded.join(', ')}`);
   });
 });

@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import { z } from 'zod';
 import { withoutEtcdVariables } from '../local/local-processes.ts';
 
 /**
@@ -18,13 +17,11 @@ export interface HookRequest {
   address?: string;
 }
 
-const AnswerSchema = z.object({
-  address: z.string().min(1),
-  port: z.number().int().min(1).max(65535).default(22),
-  user: z.string().min(1).default('root'),
-});
-
-export type HookAnswer = z.infer<typeof AnswerSchema>;
+export interface HookAnswer {
+  address: string;
+  port: number;
+  user: string;
+}
 
 export class ProvisioningFailed extends Error {
   override readonly name = 'ProvisioningFailed';
@@ -74,7 +71,14 @@ export async function runCreateHook(command: string, request: HookRequest, timeo
   } catch {
     throw new ProvisioningFailed(`create hook did not answer JSON on stdout: ${tail(stdout) || '(nothing)'}`);
   }
-  const answer = AnswerSchema.safeParse(parsed);
+  // zod loads only when a hook answers: commands on clusters without hooks never pay for it.
+  const { z } = await import('zod');
+  const answerSchema = z.object({
+    address: z.string().min(1),
+    port: z.number().int().min(1).max(65535).default(22),
+    user: z.string().min(1).default('root'),
+  });
+  const answer = answerSchema.safeParse(parsed);
   if (!answer.success) {
     const problems = answer.error.issues.map((i) => `${i.path.map(String).join('.') || 'answer'}: ${i.message}`).join('; ');
     throw new ProvisioningFailed(`create hook answered ${tail(stdout)}: ${problems}`);

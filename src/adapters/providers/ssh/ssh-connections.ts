@@ -1,5 +1,9 @@
 import { readFileSync } from 'node:fs';
-import { Client, type ClientChannel, type ConnectConfig, type ServerHostKeyAlgorithm } from 'ssh2';
+import { createRequire } from 'node:module';
+import type { Client, ClientChannel, ConnectConfig, ServerHostKeyAlgorithm } from 'ssh2';
+
+// ssh2 (and its crypto) loads with the first connection: commands on local clusters never pay for it.
+const requireLazily = createRequire(import.meta.url);
 
 /**
  * One SSH connection per host, shared by every call and opened again after it breaks. Host keys are
@@ -54,7 +58,8 @@ export class SshConnections {
     const known = this.open.get(key);
     if (known) return known;
     const connecting = new Promise<Client>((resolve, reject) => {
-      const client = new Client();
+      const { Client: SshClient } = requireLazily('ssh2') as typeof import('ssh2');
+      const client = new SshClient();
       const expected = knownKeys(readFileSync(this.knownHostsFile, 'utf8'), target);
       let keyProblem: string | undefined;
       const config: ConnectConfig = {
