@@ -1,5 +1,5 @@
 import { formatDuration } from '../api/duration.ts';
-import type { BenchResult, StrategyRun } from '../bench/result.ts';
+import type { BenchResult, Strategy, StrategyRun } from '../bench/result.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
 import { buildTimeline, type Row, type Timeline, type TimelineEvent, type TimelineMachine } from './timeline.ts';
 import { CATEGORIES, escapeHtml, legendHtml, px, renderTimelineSvg } from './timeline-svg.ts';
@@ -7,7 +7,7 @@ import { CATEGORIES, escapeHtml, legendHtml, px, renderTimelineSvg } from './tim
 /**
  * `fastplane report`'s HTML: one self-contained file (inline CSS and SVG, no script, nothing
  * fetched) with the cluster's timeline and, when the state dir holds a `fastplane bench` result, the
- * serial-vs-parallel comparison drawn with the same timeline.
+ * comparison of the bench's modes (serial, parallel, guarded) drawn with the same timeline.
  */
 
 const STYLE = `
@@ -67,23 +67,23 @@ function timelineOfRun(run: StrategyRun, end: number): Timeline {
   return { ...buildTimeline(machines, events, { end }), start: 0 };
 }
 
+/** Bar colours per mode: serial (KCP's order), parallel, and parallel with fastplane's guard. */
+const MODE_COLORS: Record<Strategy, string> = { serial: '#9db4cf', parallel: '#3ca55c', guarded: '#2f7d9c' };
+
 function comparisonHtml(bench: BenchResult): string {
   const s = bench.settings;
   const fmt = (n: number | null, digits = 1): string => (n === null ? '-' : n.toFixed(digits));
-  const parallel = bench.modes.parallel;
-  const figures: [string, string][] = [
-    ['serial (KCP order)', `${fmt(bench.serialSeconds)} s`],
-    ['parallel', `${fmt(bench.parallelSeconds)} s`],
-    ['critical-path bound', `${fmt(bench.boundSeconds)} s`],
-    ['speedup serial / parallel', `${fmt(bench.speedup, 2)}×`],
-    ['efficiency bound / parallel', fmt(bench.efficiency, 2)],
-    ['promotion latency, median / max', `${fmt(parallel?.promotionLatency.medianSeconds ?? null, 3)} / ${fmt(parallel?.promotionLatency.maxSeconds ?? null, 3)} s`],
-  ];
-  const bars = ([
-    ['serial', bench.serialSeconds, '#9db4cf'],
-    ['parallel', bench.parallelSeconds, '#3ca55c'],
-    ['bound', bench.boundSeconds, '#d4d4d8'],
-  ] as const).flatMap(([name, value, color]) => (value === null ? [] : [{ name, value, color }]));
+  const modes = s.modes.flatMap((mode) => {
+    const figures = bench.modes[mode];
+    return figures === undefined ? [] : [{ mode, figures }];
+  });
+  const modeRows = modes
+    .map(
+      ({ mode, figures: f }) =>
+        `<tr data-mode="${mode}"><td>${mode}</td><td>${fmt(f.seconds)}</td><td>${fmt(f.boundSeconds)}</td><td>${fmt(f.efficiency, 3)}</td><td>${f.speedup === null ? '-' : `${fmt(f.speedup, 2)}×`}</td><td>${String(f.refusals)}</td><td>${fmt(f.promotionLatency.medianSeconds, 3)} / ${fmt(f.promotionLatency.maxSeconds, 3)}</td></tr>`,
+    )
+    .join('');
+  const bars = modes.map(({ mode, figures }) => ({ name: mode, value: figures.seconds, color: MODE_COLORS[mode] }));
   const longest = Math.max(...bars.map((b) => b.value), 1);
   const barSvg = `<svg class="compare-bars" width="720" height="${String(bars.length * 24 + 4)}" viewBox="0 0 720 ${String(bars.length * 24 + 4)}">${bars
     .map(({ name, value, color }, i) => {
@@ -105,20 +105,20 @@ function comparisonHtml(bench: BenchResult): string {
       .join('');
   }
   const runRows = bench.runs
-    .map((r) => `<tr><td>${String(r.run)}</td><td>${r.order.join(', ')}</td><td>${fmt(r.serial?.seconds ?? null)}</td><td>${fmt(r.parallel?.seconds ?? null)}</td><td>${fmt(r.parallel?.boundSeconds ?? null)}</td><td>${fmt(r.speedup, 2)}</td><td>${fmt(r.efficiency, 2)}</td></tr>`)
+    .map((r) => `<tr><td>${String(r.run)}</td><td>${r.order.join(', ')}</td>${modes.map(({ mode }) => `<td>${fmt(r[mode]?.seconds ?? null)} / ${fmt(r[mode]?.boundSeconds ?? null)}</td>`).join('')}</tr>`)
     .join('');
   const preload = bench.preload
     ? `<p class="note">Preload ${escapeHtml(String(bench.preload.bytes))} bytes, sent to learners as ${escapeHtml(String(bench.preload.snapshotBytes))}-byte snapshots (median). Copying those bytes over a loopback TCP socket takes ${fmt(bench.preload.loopbackCopySeconds, 2)} s; learner catch-up (median) took ${fmt(bench.preload.catchUpSeconds, 2)} s to promotion, ${fmt(bench.preload.dataCatchUpSeconds, 2)} s to the snapshot applied, of which the transfer ${fmt(bench.preload.snapshotReceiveSeconds, 2)} s. First publish timed out: ${escapeHtml(bench.preload.publishTimeouts)} learners.</p>`
     : '';
   return `<section id="comparison">
-<h2>Serial vs parallel (fastplane bench)</h2>
+<h2>${escapeHtml(modes.map((m) => m.mode).join(' vs '))} (fastplane bench)</h2>
 <p class="meta">${escapeHtml(`${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}; ${bench.host.os}, ${String(bench.host.cpus)} × ${bench.host.cpuModel}; ${bench.finishedAt}`)}</p>
-<ul class="figures">${figures.map(([k, v]) => `<li>${escapeHtml(k)}<b>${escapeHtml(v)}</b></li>`).join('')}</ul>
+<table class="runs modes"><thead><tr><th>mode</th><th>seconds</th><th>bound s</th><th>efficiency</th><th>speedup vs serial</th><th>refusals</th><th>promotion latency median / max s</th></tr></thead><tbody>${modeRows}</tbody></table>
 ${barSvg}
-<table class="runs"><thead><tr><th>run</th><th>order</th><th>serial s</th><th>parallel s</th><th>bound s</th><th>speedup</th><th>efficiency</th></tr></thead><tbody>${runRows}</tbody></table>
+<table class="runs"><thead><tr><th>run</th><th>order</th>${modes.map(({ mode }) => `<th>${mode} s / bound</th>`).join('')}</tr></thead><tbody>${runRows}</tbody></table>
 ${preload}
 ${timelines}
-<p class="note">Seconds: from applying the spec to the pass that saw every voter healthy. Bound: the critical path from the provider's own ready time per machine, init (${fmt(bench.calibration.initSeconds, 3)} s) and join (${fmt(bench.calibration.joinSeconds, 3)} s) calibrated on a throwaway cluster before the runs, and etcd ${escapeHtml(bench.calibration.version)}'s add rule (${escapeHtml(bench.calibration.addRule)}); an efficiency above 1 is a model error, not clipped. Promotion latency: learner caught up to listed as a voter, seen by a watcher of its own. Medians over runs.</p>
+<p class="note">Seconds: from applying the spec to the pass that saw every voter healthy. Bound: the critical path from the provider's own ready time per machine, init (${fmt(bench.calibration.initSeconds, 3)} s) and join (${fmt(bench.calibration.joinSeconds, 3)} s) calibrated on a throwaway cluster before the runs, and etcd ${escapeHtml(bench.calibration.version)}'s add rule (${escapeHtml(bench.calibration.addRule)}); an efficiency above 1 is a model error, not clipped. Guarded: parallel with etcd's reconfiguration checks off and fastplane's in their place; its bound has no add rule. Promotion latency: learner caught up to listed as a voter, seen by a watcher of its own. Medians over runs.</p>
 </section>`;
 }
 

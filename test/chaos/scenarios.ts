@@ -5,7 +5,7 @@ import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts'
 import { CliEnv, pidsUnder, type CliRun } from '../support/cli.ts';
 import { adminFor, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
 import { ContinuousWriter, type WriterReport } from './writer.ts';
-import { NetLab } from '../support/netlab.ts';
+import { NetLab, type LabInfo } from '../support/netlab.ts';
 
 /** Who guards membership changes in the scenario's cluster: etcd's own checks, or fastplane's (guarded). */
 export type ReconfigurationMode = 'etcd' | 'fastplane';
@@ -56,8 +56,8 @@ export class ScenarioRun {
   readonly cluster = 'chaos';
   writer: ContinuousWriter | undefined;
 
-  /** The network lab and the ssh provider spec for its hosts, for scenarios on a lab. */
-  lab: { lab: NetLab; provider: Record<string, unknown> } | undefined;
+  /** The network lab, its hosts and the ssh provider spec for them, for scenarios on a lab. */
+  lab: { lab: NetLab; info: LabInfo; provider: Record<string, unknown> } | undefined;
 
   constructor(
     readonly env: CliEnv,
@@ -117,6 +117,24 @@ export class ScenarioRun {
     throw new Error('no leader found');
   }
 
+  /** Waits until etcd lists a learner (added, maybe not started yet); resolves with its peer URL. */
+  learnerListed(timeoutMs?: number): Promise<string> {
+    return waitFor(
+      'a learner',
+      async () => {
+        const admin = adminFor(this.access, { callTimeoutMs: 500 });
+        try {
+          return (await admin.memberList(this.access.endpoints)).find((m) => m.isLearner)?.peerURLs[0];
+        } catch {
+          return undefined;
+        } finally {
+          await admin.close();
+        }
+      },
+      timeoutMs,
+    );
+  }
+
   machineNames(): string[] {
     return this.env.machines(this.cluster).map((m) => m.name);
   }
@@ -139,16 +157,7 @@ export const SCENARIOS: ChaosScenario[] = [
       const scale = s.background(['scale', s.cluster, '--replicas', '5']);
       const leader = await s.leader();
       // The first learner appears within a second of the scale-up; kill the leader as it is promoted.
-      await waitFor('a learner', async () => {
-        const admin = adminFor(s.access, { callTimeoutMs: 500 });
-        try {
-          return (await admin.memberList(s.access.endpoints)).some((m) => m.isLearner) ? true : undefined;
-        } catch {
-          return undefined;
-        } finally {
-          await admin.close();
-        }
-      });
+      await s.learnerListed();
       s.kill(leader);
       const run = await scale.done;
       return { run, expectationMet: !s.machineNames().includes(leader) };
@@ -387,7 +396,7 @@ export async function runScenario(scenario: ChaosScenario, mode: Reconfiguration
     let labSetup: ScenarioRun['lab'];
     if (lab && scenario.lab) {
       const info = lab.up(scenario.lab.hosts);
-      labSetup = { lab, provider: { name: 'ssh', identityFile: info.identityFile, knownHostsFile: info.knownHostsFile, hosts: info.hosts.map((h) => ({ address: h.address })) } };
+      labSetup = { lab, info, provider: { name: 'ssh', identityFile: info.identityFile, knownHostsFile: info.knownHostsFile, hosts: info.hosts.map((h) => ({ address: h.address })) } };
     }
     if (scenario.spec) {
       const spec = withMode(labSetup ? { ...scenario.spec, provider: labSetup.provider } : scenario.spec, mode);

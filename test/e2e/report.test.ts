@@ -110,6 +110,9 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     // The bound comes from a calibration on another cluster, never from the run; a run beating it is
     // reported as a model error with its efficiency above 1, not clipped.
     assert.ok(result.calibration.initSamplesSeconds.length >= 5 && result.calibration.joinSamplesSeconds.length >= 5, 'at least 5 calibration samples each');
+    // A lower bound assumes each cost at the fastest the host has shown.
+    assert.equal(result.calibration.initSeconds, Math.min(...result.calibration.initSamplesSeconds));
+    assert.equal(result.calibration.joinSeconds, Math.min(...result.calibration.joinSamplesSeconds));
     assert.equal(parallel.efficiency, Math.round((parallel.boundSeconds / parallel.seconds) * 1000) / 1000);
     assert.equal(parallel.modelError, parallel.boundSeconds > parallel.seconds);
     const latency = result.modes.parallel?.promotionLatency;
@@ -150,6 +153,7 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     assert.ok(count(all, 'class="marker" data-action="RemoveMember"') >= 2, 'a RemoveMember marker per removed machine');
     for (const legend of ['provisioning', 'gate', 'learner', 'voter', 'deleting', 'AddLearner', 'PromoteLearner']) assert.match(dom.stdout, new RegExp(`data-legend="${legend}"`));
     assert.match(dom.stdout, /<section id="comparison">/, 'the bench comparison is in the report');
+    for (const mode of ['serial', 'parallel', 'guarded']) assert.match(dom.stdout, new RegExp(`<tr data-mode="${mode}"><td>${mode}</td><td>\\d`), `the ${mode} figures`);
     assert.equal(rowsOf(dom.stdout, 'bench-serial').size, 3);
     assert.equal(rowsOf(dom.stdout, 'bench-parallel').size, 3);
 

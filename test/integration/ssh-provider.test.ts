@@ -10,7 +10,7 @@ import { CliEnv } from '../support/cli.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
 
 // The ssh provider against two hosts of the network lab: host keys, what it leaves on a host, and a
-// host cut off from fastplane described as data.
+// host cut off from fastplane described as data (also while its machine provisions).
 
 const lab = new NetLab(62);
 const env = new CliEnv('127.62');
@@ -115,5 +115,24 @@ describe('ssh provider on lab hosts', { timeout: 300_000 }, () => {
     const again = await provider(store, info.knownHostsFile, [host.index]).create({ cluster: 'one', name: 'one-2', ordinal: 2 });
     assert.equal(again.address, host.address);
     assert.equal(statSync(binary).mtimeMs, before);
+  });
+
+  test('a machine whose host does not answer waits in Provisioning, and is provisioned after the heal', async () => {
+    const store = new MemoryStateStore();
+    const ssh = provider(store, info.knownHostsFile, [2]);
+    lab.partition(['fp'], [2]);
+    try {
+      const waiting = await ssh.create({ cluster: 'cut', name: 'cut-1', ordinal: 1 });
+      assert.equal(waiting.state, 'Provisioning');
+      assert.match(waiting.failureMessage ?? '', /^waiting for its host to answer: ssh root@198\.18\.62\.12:22/);
+      assert.equal((await ssh.describe('cut', 'cut-1'))?.state, 'Provisioning', 'still waiting, not Failed');
+    } finally {
+      lab.heal();
+    }
+    const healed = await ssh.describe('cut', 'cut-1');
+    assert.equal(healed?.state, 'Provisioned');
+    assert.equal(healed.address, info.hosts[1]?.address);
+    await ssh.delete('cut', 'cut-1');
+    assert.deepEqual(await store.listClaims(HOST_POOL), []);
   });
 });

@@ -95,21 +95,23 @@ export class SshProvider implements InfraProvider {
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     await this.write(machine);
-    const failure = await this.provision(machine);
-    if (failure !== undefined) throw failure;
-    return this.describeFile(machine);
+    const outcome = await this.provision(machine);
+    if (outcome instanceof Error) throw outcome;
+    return outcome === 'Provisioned' ? this.describeFile(machine) : this.stillProvisioning(machine, outcome.waiting);
   }
 
   /**
    * Moves a Provisioning machine on: a host (or stays Provisioning while every host is taken, as a
    * rollout's surge machine does until the machine it replaces gives its host back), then the checks,
-   * the binary and the certificates. A failure leaves it Failed with the reason, and is returned.
+   * the binary and the certificates. A host that does not answer is waited for, like a busy provider:
+   * a partition between fastplane and its hosts is no reason to give a machine up. Any other failure
+   * leaves it Failed with the reason, and is returned.
    */
-  private async provision(machine: SshMachineFile): Promise<Error | undefined> {
+  private async provision(machine: SshMachineFile): Promise<'Provisioned' | { waiting: string } | Error> {
     try {
       if (machine.host === undefined) {
         const host = await this.acquireHost(machine);
-        if (host === undefined) return undefined;
+        if (host === undefined) return { waiting: `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken` };
         machine.host = host;
       }
       machine.hooked = this.options.provision !== undefined;
@@ -122,8 +124,9 @@ export class SshProvider implements InfraProvider {
       machine.state = 'Provisioned';
       delete machine.failureMessage;
       await this.write(machine);
-      return undefined;
+      return 'Provisioned';
     } catch (error) {
+      if (error instanceof SshUnreachableError) return { waiting: `waiting for its host to answer: ${error.message}` };
       // On record as Failed with the reason: the planner replaces it, and delete gives its host back.
       machine.state = 'Failed';
       machine.failureMessage = error instanceof Error ? error.message : String(error);
@@ -287,15 +290,11 @@ export class SshProvider implements InfraProvider {
 
   private async describeFile(machine: SshMachineFile): Promise<MachineInfra> {
     const key = owner(machine);
-    const base = { name: machine.name, address: machine.host?.address ?? '', clientURL: machine.clientURL, peerURL: machine.peerURL };
+    const base = identity(machine);
     if (machine.deleting === true) return { ...base, state: 'Deleting', memberRunning: this.lastSeen.get(key)?.memberRunning ?? false };
     if (machine.state === 'Provisioning') {
-      await this.provision(machine);
-      // No host and no failure: every host is taken for now.
-      if (machine.host === undefined && machine.failureMessage === undefined) {
-        return { ...base, state: 'Provisioning', memberRunning: false, failureMessage: `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken` };
-      }
-      return this.describeFile(machine);
+      const outcome = await this.provision(machine);
+      return outcome === 'Provisioned' || outcome instanceof Error ? this.describeFile(machine) : this.stillProvisioning(machine, outcome.waiting);
     }
     if (machine.state !== 'Provisioned' || machine.host === undefined) {
       return { ...base, state: machine.state, memberRunning: false, ...(machine.failureMessage === undefined ? {} : { failureMessage: machine.failureMessage }) };
@@ -316,6 +315,11 @@ export class SshProvider implements InfraProvider {
       seen = this.lastSeen.get(key) ?? { memberRunning: true };
     }
     return { ...base, state: 'Provisioned', ...seen, ...(unreachable === undefined ? {} : { unreachable }) };
+  }
+
+  /** A machine that waits for a free host or for its host to answer: Provisioning, with the reason. */
+  private stillProvisioning(machine: SshMachineFile, reason: string): MachineInfra {
+    return { ...identity(machine), state: 'Provisioning', memberRunning: false, failureMessage: reason };
   }
 
   private async provisioned(cluster: string, name: string): Promise<SshMachineFile & { host: SshTarget }> {
@@ -345,6 +349,10 @@ export class SshProvider implements InfraProvider {
 
 function hostKey(host: SshTarget): string {
   return `${host.address}:${String(host.port)}`;
+}
+
+function identity(machine: SshMachineFile): Pick<MachineInfra, 'name' | 'address' | 'clientURL' | 'peerURL'> {
+  return { name: machine.name, address: machine.host?.address ?? '', clientURL: machine.clientURL, peerURL: machine.peerURL };
 }
 
 function owner(machine: { cluster: string; name: string }): string {
