@@ -39,7 +39,7 @@ export async function renewUnderLease(ctx: CliContext, manifest: ControlPlane, w
     cluster: name,
     // Fresh clients per rolling restart: a CA rotation changes the trusted CAs and the client certificate.
     withAdmin: (use) => withClients(ctx, manifest, ({ admin }) => use(admin)),
-    provider: ctx.localProvider(manifest),
+    provider: ctx.provider(manifest),
     machines: await ctx.store.listMachines(name),
     // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
     launchFor: (machine) => launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),

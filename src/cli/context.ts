@@ -98,7 +98,7 @@ export class CliContext {
     return this.localProvider(manifest);
   }
 
-  /** The local provider: what only it can do (benchmarks, certificate renewal) refuses other providers. */
+  /** The local provider: what only it can do (benchmarks, on this host) refuses other providers. */
   localProvider(manifest: ControlPlane): LocalProcessProvider {
     const { provisioningDelay, deletionDelay, insecure, name } = manifest.spec.provider;
     if (name !== 'local-process') throw new InvalidInputError([`spec.provider.name: this command needs provider local-process, not ${name}`]);

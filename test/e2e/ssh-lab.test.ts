@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CliEnv, statusOf, type CliRun } from '../support/cli.ts';
@@ -8,7 +8,8 @@ import { NetLab, type LabInfo } from '../support/netlab.ts';
 
 // End to end over SSH: six hosts of the network lab (each its own network namespace and sshd), hosts
 // handed out by a provisioning hook that takes 2-6 s each, and every step checked by asking etcd on the
-// hosts' own addresses over mutual TLS from fastplane's side of the bridge.
+// hosts' own addresses over mutual TLS from fastplane's side of the bridge. The CA is rotated on the
+// hosts too.
 
 const LAB = 61;
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -62,7 +63,7 @@ describe('ssh provider on the network lab', { timeout: 900_000 }, () => {
     env.cleanup();
   });
 
-  test('up 5 with a provisioning hook, scale 5 -> 3 -> 5, rollout 3.4.23 -> 3.5.16, down', async () => {
+  test('up 5 with a provisioning hook, scale 5 -> 3 -> 5, rollout 3.4.23 -> 3.5.16, CA rotation, down', async () => {
     const manifest = env.writeManifest('lab', {
       replicas: 5,
       version: '3.4.23',
@@ -94,6 +95,23 @@ describe('ssh provider on the network lab', { timeout: 900_000 }, () => {
     await voters(5, '3.4.23');
 
     expectOk(await env.run(['rollout', 'lab', '--version', '3.5.16', '--timeout', '6m'], labEnv), 'rollout');
+    await voters(5, '3.5.16');
+    assert.equal(await readBack('written-at-5'), 'kept');
+
+    // A new CA, and every member's certificates from it, written to the hosts one restart at a time.
+    const memberFiles = (file: string): Buffer[] =>
+      info.hosts.flatMap((host) => {
+        const dir = join(host.baseDir, 'clusters', 'lab');
+        return existsSync(dir) ? readdirSync(dir).map((machine) => readFileSync(join(dir, machine, 'pki', file))) : [];
+      });
+    const oldCa = readFileSync(join(env.stateDir, 'clusters', 'lab', 'pki', 'ca.crt'));
+    const oldServerCerts = memberFiles('server.crt');
+    expectOk(await env.run(['certs', 'renew', 'lab', '--ca'], labEnv), 'CA rotation');
+    const newCa = readFileSync(join(env.stateDir, 'clusters', 'lab', 'pki', 'ca.crt'));
+    assert.notDeepEqual(newCa, oldCa);
+    assert.equal(memberFiles('ca.crt').length, 5);
+    for (const ca of memberFiles('ca.crt')) assert.deepEqual(ca, newCa, 'every host trusts the new CA only');
+    for (const cert of memberFiles('server.crt')) assert.ok(!oldServerCerts.some((old) => old.equals(cert)), 'every member has a new certificate');
     await voters(5, '3.5.16');
     assert.equal(await readBack('written-at-5'), 'kept');
 

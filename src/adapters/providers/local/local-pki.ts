@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
+import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
 import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
 import { withLock, writeFileAtomic } from '../../state-files.ts';
 
@@ -210,4 +211,28 @@ function generateKeys(): Promise<webcrypto.CryptoKeyPair> {
 
 async function privateKeyPem(key: webcrypto.CryptoKey): Promise<string> {
   return x509.PemConverter.encode(await webcrypto.subtle.exportKey('pkcs8', key), 'PRIVATE KEY');
+}
+
+const ROTATION_FILE = 'ca-rotation.json';
+
+/** The rolling restart a CA rotation needs next, from its state file in the cluster's PKI dir; undefined: none in progress. */
+export async function caRotationPhase(pkiDir: string): Promise<CaRotationPhase | undefined> {
+  const file = join(pkiDir, ROTATION_FILE);
+  if (!existsSync(file)) return undefined;
+  return (JSON.parse(await readFile(file, 'utf8')) as { phase: CaRotationPhase }).phase;
+}
+
+/**
+ * Moves a CA rotation on: changes the CA files for `phase` (trust: bundle old + new; reissue: sign
+ * with the new key; drop: trust the new CA only) and records the phase, or ends it (undefined).
+ */
+export async function advanceCaRotation(pkiDir: string, phase: CaRotationPhase | undefined): Promise<void> {
+  const file = join(pkiDir, ROTATION_FILE);
+  if (phase === undefined) {
+    await rotateAuthority(pkiDir, 'finish');
+    await rm(file, { force: true });
+    return;
+  }
+  await rotateAuthority(pkiDir, phase === 'trust' ? 'trust' : phase === 'reissue' ? 'switch' : 'finish');
+  await writeFileAtomic(file, `${JSON.stringify({ phase })}\n`, 0o600);
 }

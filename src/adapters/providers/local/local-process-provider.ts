@@ -1,12 +1,13 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
-import { mkdir, readFile, readdir, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
+import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
@@ -65,9 +66,6 @@ export interface LocalProcessProviderOptions {
   /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
   certValidityMs?: number | undefined;
 }
-
-/** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
-export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
 
 interface MachineFile {
   cluster: string;
@@ -319,28 +317,13 @@ export class LocalProcessProvider implements InfraProvider {
     await (await loadPki()).renewClientCertificate(this.pkiDir(cluster), this.certValidityMs);
   }
 
-  /** The rolling restart a CA rotation needs next, from its state file; undefined: none in progress. */
+  /** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
   async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    const file = join(this.pkiDir(cluster), 'ca-rotation.json');
-    if (!existsSync(file)) return undefined;
-    return (JSON.parse(await readFile(file, 'utf8')) as { phase: CaRotationPhase }).phase;
+    return (await loadPki()).caRotationPhase(this.pkiDir(cluster));
   }
 
-  /**
-   * Moves a CA rotation on: changes the CA files for `phase` (trust: bundle old + new; reissue: sign
-   * with the new key; drop: trust the new CA only) and records the phase, or ends it (undefined).
-   */
   async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    const pki = await loadPki();
-    const dir = this.pkiDir(cluster);
-    const file = join(dir, 'ca-rotation.json');
-    if (phase === undefined) {
-      await pki.rotateAuthority(dir, 'finish');
-      await rm(file, { force: true });
-      return;
-    }
-    await pki.rotateAuthority(dir, phase === 'trust' ? 'trust' : phase === 'reissue' ? 'switch' : 'finish');
-    await writeFileAtomic(file, `${JSON.stringify({ phase })}\n`, 0o600);
+    await (await loadPki()).advanceCaRotation(this.pkiDir(cluster), phase);
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */

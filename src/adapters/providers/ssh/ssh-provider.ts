@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SshHost } from '../../../api/ssh-provider.ts';
+import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
@@ -146,7 +147,9 @@ export class SshProvider implements InfraProvider {
     const binary = await this.ensureBinary(machine.host, launch.version);
     const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
     const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
-    const result = await this.ssh.exec(machine.host, startScript(member, binary, args));
+    // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
+    const ca = { path: pki.caFile, mode: 0o644, content: await readFile(clientTlsFiles(this.pkiDir(cluster)).caFile) };
+    const result = await this.ssh.exec(machine.host, `(\n${writeFilesScript([ca])}\n) || exit 1\n${startScript(member, binary, args)}`);
     if (result.code !== 0) throw new Error(`starting etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
 
@@ -190,6 +193,25 @@ export class SshProvider implements InfraProvider {
 
   clientTls(cluster: string): TlsFiles {
     return clientTlsFiles(this.pkiDir(cluster));
+  }
+
+  /** New server and peer certificates for a machine, issued here and written to its host (its member stopped). */
+  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+    const machine = await this.provisioned(cluster, name);
+    await this.installCertificates(machine, machine.host, true);
+  }
+
+  async renewClientCertificate(cluster: string): Promise<void> {
+    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster));
+  }
+
+  /** Where a CA rotation stands; its files are here, and reach each host as its member restarts. */
+  async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
+    return (await loadPki()).caRotationPhase(this.pkiDir(cluster));
+  }
+
+  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
+    await (await loadPki()).advanceCaRotation(this.pkiDir(cluster), phase);
   }
 
   async certificateFiles(cluster: string): Promise<string[]> {
@@ -267,10 +289,13 @@ export class SshProvider implements InfraProvider {
     return remote;
   }
 
-  /** Issued here with the host's address, then written to the host: keys 0600, dirs 0700. */
-  private async installCertificates(machine: SshMachineFile, host: SshTarget): Promise<void> {
+  /**
+   * Issued here with the host's address, then written to the host: keys 0600, dirs 0700. `renew`:
+   * new keys and certificates for a member that has run (stopped meanwhile), its data left alone.
+   */
+  private async installCertificates(machine: SshMachineFile, host: SshTarget, renew = false): Promise<void> {
     const localPki = join(this.machineDir(machine.cluster, machine.name), 'pki');
-    const local = await (await loadPki()).issueMemberCertificates(this.pkiDir(machine.cluster), localPki, machine.name, host.address);
+    const local = await (await loadPki()).issueMemberCertificates(this.pkiDir(machine.cluster), localPki, machine.name, host.address, { renew });
     const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
     const remote = memberTlsFiles(remoteDir, remoteDir);
     const pairs: [string, string, number][] = [
@@ -284,7 +309,7 @@ export class SshProvider implements InfraProvider {
     // A machine being provisioned has never run: whatever a machine of the same name left on this
     // host (a crash before its wipe) is not its data, and etcd must not start from it.
     const member = remoteMember(this.options.baseDir, machine.cluster, machine.name);
-    const result = await this.ssh.exec(host, `${wipeScript(member)}\n${writeFilesScript(files)}`);
+    const result = await this.ssh.exec(host, renew ? writeFilesScript(files) : `${wipeScript(member)}\n${writeFilesScript(files)}`);
     if (result.code !== 0) throw new Error(`writing certificates to ${host.address} failed: ${result.stderr.trim()}`);
   }
 
