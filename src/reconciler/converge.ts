@@ -131,6 +131,10 @@ class HolderWatch {
     private readonly options: ConvergeOptions,
   ) {}
 
+  private async holder(): Promise<string> {
+    return (await this.options.store.getLease(this.manifest.metadata.name))?.holder ?? 'another fastplane process';
+  }
+
   /** One look: the outcome when this generation is settled, else undefined (keep waiting). */
   async step(): Promise<Pick<Convergence, 'outcome' | 'generation' | 'newer'> | undefined> {
     const { store, clock } = this.options;
@@ -144,13 +148,16 @@ class HolderWatch {
     if (this.lastSeq !== undefined) for (const event of events) this.options.onEvent?.(event);
     this.lastSeq = events.at(-1)?.seq ?? this.lastSeq ?? 0;
     const pass = cp.lastPass?.generation === generation ? cp.lastPass : undefined;
-    if (pass?.converged === true) return { outcome: 'Converged', generation };
+    if (pass?.converged === true) {
+      // Done before this command had said who was working: it still says who did the work.
+      if (this.lastNote === '') this.options.onNote?.(`${await this.holder()} reconciled ${cluster} (generation ${String(generation)})`);
+      return { outcome: 'Converged', generation };
+    }
     const now = clock.now();
     this.blockedSince = pass?.blocked === true ? (this.blockedSince ?? now) : undefined;
     if (this.blockedSince !== undefined && now - this.blockedSince >= (this.options.blockedGraceMs ?? 15_000)) return { outcome: 'Blocked', generation };
     if (now >= this.options.deadline) return { outcome: pass?.blocked === true ? 'Blocked' : 'DeadlineExceeded', generation };
-    const lease = await store.getLease(cluster);
-    const holder = lease?.holder ?? 'another fastplane process';
+    const holder = await this.holder();
     const note = `${holder} is reconciling ${cluster} (generation ${String(generation)})${pass && pass.waits.length > 0 ? `; waiting: ${pass.waits.join('; ')}` : ''}`;
     if (note !== this.lastNote) this.options.onNote?.(note);
     this.lastNote = note;
