@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -7,9 +8,9 @@ import { askEtcd, kvClientFor, type ClusterAccess } from '../support/etcd-direct
 import { NetLab, type LabInfo } from '../support/netlab.ts';
 
 // End to end over SSH: six hosts of the network lab (each its own network namespace and sshd), hosts
-// handed out by a provisioning hook that takes 2-6 s each, and every step checked by asking etcd on the
-// hosts' own addresses over mutual TLS from fastplane's side of the bridge. The CA is rotated on the
-// hosts too.
+// handed out by a provisioning hook that takes 2-6 s each, and every step checked with etcdctl and by
+// asking each member on the hosts' own addresses over mutual TLS from fastplane's side of the bridge.
+// The CA is rotated on the hosts too.
 
 const LAB = 61;
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -33,9 +34,23 @@ async function access(): Promise<ClusterAccess> {
   return statusOf(run.stdout).status;
 }
 
-/** Voters as etcd itself reports them, each answering on a lab address with its version. */
+/** etcdctl's member list, from this (the root) namespace to the hosts' addresses over mutual TLS. */
+function etcdctlMembers(cluster: ClusterAccess): { clientURLs?: string[]; isLearner?: boolean }[] {
+  const tls = cluster.tls;
+  assert.ok(tls, 'the cluster speaks TLS');
+  const out = execFileSync('etcdctl', ['--endpoints', cluster.endpoints.join(','), '--cacert', tls.caFile, '--cert', tls.certFile, '--key', tls.keyFile, 'member', 'list', '-w', 'json'], {
+    env: { ...process.env, ETCDCTL_API: '3' },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return (JSON.parse(out) as { members: { clientURLs?: string[]; isLearner?: boolean }[] }).members;
+}
+
+/** Voters as etcd itself reports them (etcdctl, and each member's status), each on a lab address with its version. */
 async function voters(expected: number, version: string): Promise<string[]> {
   const cluster = await access();
+  const listed = etcdctlMembers(cluster);
+  assert.equal(listed.filter((m) => m.isLearner !== true).length, expected, `etcdctl member list: ${JSON.stringify(listed)}`);
   const { members, statuses } = await askEtcd(cluster);
   assert.equal(members.filter((m) => !m.isLearner).length, expected, `voters: ${JSON.stringify(members)}`);
   assert.equal(members.length, expected);
