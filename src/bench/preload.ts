@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createConnection, createServer, type AddressInfo } from 'node:net';
 import { openKvClient, type KvClientOptions } from '../adapters/etcd/etcd3-admin.ts';
-import type { BenchMachine } from './result.ts';
+import type { BenchMachine, PreloadSummary } from './result.ts';
 import { median, medianSeconds, ratio, seconds } from './stats.ts';
 
 /**
@@ -11,29 +11,6 @@ import { median, medianSeconds, ratio, seconds } from './stats.ts';
  */
 export const VALUE_BYTES = 4 * 1024;
 const PRELOAD_CONCURRENCY = 32;
-
-/** With --preload: learner catch-up against copying the same bytes over a loopback TCP socket. */
-export interface PreloadSummary {
-  bytes: number;
-  valueBytes: number;
-  /** Median size of the snapshots sent (the bytes copied below); the preloaded bytes when no learner got one. */
-  snapshotBytes: number;
-  /** Pushing snapshotBytes through a TCP connection on 127.0.0.1. */
-  loopbackCopySeconds: number;
-  /** Median of catchUpSeconds over joined learners: process start to promotion. */
-  catchUpSeconds: number | null;
-  catchUpOverCopy: number | null;
-  /** Median of snapshot.appliedAfterSeconds: process start to snapshot applied. */
-  dataCatchUpSeconds: number | null;
-  dataCatchUpOverCopy: number | null;
-  /** Median of snapshot.receiveSeconds: etcd's own transfer of the snapshot. */
-  snapshotReceiveSeconds: number | null;
-  receiveOverCopy: number | null;
-  /** Joined learners whose log shows a received snapshot, of all joined learners. */
-  learnersSentSnapshot: string;
-  /** Learners with a snapshot whose first publish timed out (see LearnerSnapshot.publishTimedOut). */
-  publishTimeouts: string;
-}
 
 /** Writes `bytes` of values (VALUE_BYTES each, the last one shorter) under /fastplane-bench/preload/; returns the key count. */
 export async function preloadKeys(endpoints: string[], bytes: number, credentials: KvClientOptions['credentials']): Promise<number> {

@@ -5,7 +5,6 @@ import type { Bound, BoundInputs } from './critical-path-bound.ts';
 import type { Calibration } from './calibration.ts';
 import type { LearnerSnapshot } from './etcd-log.ts';
 import type { HostInfo } from './host-info.ts';
-import type { PreloadSummary } from './preload.ts';
 
 /** The JSON `fastplane bench` prints and saves, read back by `fastplane report`. */
 
@@ -46,6 +45,29 @@ export interface BenchMachine {
   receivedSnapshot: boolean | null;
   /** How the received snapshot went, from the member's own log; null without one. */
   snapshot: LearnerSnapshot | null;
+}
+
+/** With --preload: learner catch-up against copying the same bytes over a loopback TCP socket. */
+export interface PreloadSummary {
+  bytes: number;
+  valueBytes: number;
+  /** Median size of the snapshots sent (the bytes copied below); the preloaded bytes when no learner got one. */
+  snapshotBytes: number;
+  /** Pushing snapshotBytes through a TCP connection on 127.0.0.1. */
+  loopbackCopySeconds: number;
+  /** Median of catchUpSeconds over joined learners: process start to promotion. */
+  catchUpSeconds: number | null;
+  catchUpOverCopy: number | null;
+  /** Median of snapshot.appliedAfterSeconds: process start to snapshot applied. */
+  dataCatchUpSeconds: number | null;
+  dataCatchUpOverCopy: number | null;
+  /** Median of snapshot.receiveSeconds: etcd's own transfer of the snapshot. */
+  snapshotReceiveSeconds: number | null;
+  receiveOverCopy: number | null;
+  /** Joined learners whose log shows a received snapshot, of all joined learners. */
+  learnersSentSnapshot: string;
+  /** Learners with a snapshot whose first publish timed out (see LearnerSnapshot.publishTimedOut). */
+  publishTimeouts: string;
 }
 
 export interface LatencySummary {
