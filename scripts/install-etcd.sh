@@ -4,6 +4,8 @@
 #  - etcd 3.5.x: Debian trixie's (3.5.16) and testing's (3.5.30 or later) packages, unpacked with dpkg -x
 #    into the cache folder ${FASTPLANE_ETCD_CACHE:-$HOME/.cache/fastplane/etcd}/<version>/usr/bin/etcd.
 #    apt runs with private sources, lists and cache, so the system apt configuration never sees them.
+#  - etcd 3.5 (newest patch), 3.6 and 3.7: built with Go from etcd's own modules, pinned by the wrapper
+#    modules in tools/etcd/v3.N, into the same cache layout (<version>/usr/bin/{etcd,etcdctl,etcdutl}).
 # apt output is shown only on failure, with the mirror redacted: mirror host names must not end up in
 # logs that get shared or committed.
 set -euo pipefail
@@ -92,8 +94,45 @@ install_from_suite() {
   trap - EXIT
 }
 
+# The etcd version a wrapper module pins: its go.etcd.io/etcd/server/v3 requirement, without the v.
+pinned_version() { awk '$1 == "go.etcd.io/etcd/server/v3" { sub(/^v/, "", $2); print $2; exit }' "$1/go.mod"; }
+
+# Builds etcd, etcdctl and etcdutl from one wrapper module in a single `go build`, so the three share
+# one compilation of etcd's packages; static (CGO off) and without local paths (-trimpath).
+build_from_module() {
+  local module=$1 version
+  version=$(pinned_version "$module")
+  if [ -z "$version" ]; then log "$module/go.mod pins no go.etcd.io/etcd/server/v3"; exit 1; fi
+  local dest="$CACHE/$version/usr/bin"
+  if [ "$(etcd_version "$dest/etcd")" = "$version" ] && [ -x "$dest/etcdctl" ] && [ -x "$dest/etcdutl" ]; then
+    log "etcd $version (built from Go modules) already at $dest/etcd"
+    return
+  fi
+  if ! command -v go >/dev/null; then log "building etcd $version needs Go on PATH"; exit 1; fi
+  mkdir -p "$CACHE"
+  local work start
+  work=$(mktemp -d "$CACHE/.build.XXXXXX")
+  # shellcheck disable=SC2064 # expand $work now: it is local
+  trap "rm -rf '$work'" EXIT
+  mkdir -p "$work/usr/bin"
+  log "building etcd $version from $module"
+  start=$SECONDS
+  # GOTOOLCHAIN=local: build with the Go installed here, never fetch another toolchain; -mod=readonly:
+  # go.sum as committed, so the build is the one that was reviewed.
+  (cd "$module" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=readonly \
+    quiet go build -trimpath -o "$work/usr/bin/" ./etcd ./etcdctl ./etcdutl)
+  local reported
+  reported=$(etcd_version "$work/usr/bin/etcd")
+  if [ "$reported" != "$version" ]; then log "the etcd built from $module reports '${reported:-nothing}', not $version"; exit 1; fi
+  rm -rf "${CACHE:?}/$version"
+  mv "$work" "$CACHE/$version"
+  trap - EXIT
+  log "built etcd $version at $dest/etcd in $((SECONDS - start))s"
+}
+
 install_34
 # trixie: 3.5.16, the version the tests and figures have used; testing: 3.5.30 or later, whose add
 # rule needs only a quorum of the resulting voters connected (docs/benchmarks.md).
 install_from_suite trixie
 install_from_suite testing
+for module in "$(cd "$(dirname "$0")/.." && pwd)"/tools/etcd/v3.*; do build_from_module "$module"; done
