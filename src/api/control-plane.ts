@@ -49,6 +49,9 @@ const EtcdSchema = z
     // Who guards membership changes: etcd's own checks (--strict-reconfig-check, the 5 s rule), or
     // fastplane's planner making the same checks on its own observations with etcd's turned off.
     reconfigurationCheck: z.enum(['etcd', 'fastplane'], { error: 'must be etcd or fastplane' }).default('etcd'),
+    // A directory holding etcd, etcdctl and etcdutl of spec.version, used instead of the installed ones;
+    // absolute, as the spec is stored and read again by processes started elsewhere.
+    binaries: z.string().regex(/^\/[^\0]*$/, { error: 'must be an absolute directory path' }).optional(),
   })
   .strict();
 

@@ -1,10 +1,10 @@
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { defaultControlPlane, validateControlPlane, type ControlPlane } from '../api/control-plane.ts';
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { validateVersionChange } from '../api/version-change.ts';
-import { findEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
+import { specEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
@@ -32,6 +32,7 @@ export interface SpecFlags {
   name?: string;
   replicas?: string;
   version?: string;
+  etcdBinaries?: string;
   strategy?: string;
   provisioningDelay?: string;
   insecure?: boolean;
@@ -72,6 +73,7 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
   }
   const spec: Record<string, unknown> = { ...base.spec };
   const provider: Record<string, unknown> = { ...base.spec.provider };
+  const etcd: Record<string, unknown> = { ...base.spec.etcd };
   if (flags.replicas !== undefined) spec.replicas = parseReplicas(flags.replicas);
   if (flags.version !== undefined) spec.version = flags.version;
   if (flags.strategy !== undefined) spec.scaleUp = { ...base.spec.scaleUp, strategy: flags.strategy };
@@ -79,8 +81,9 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
     if (flags.reconfigurationCheck !== 'etcd' && flags.reconfigurationCheck !== 'fastplane') {
       throw new InvalidInputError([`--reconfiguration-check: must be etcd or fastplane, got ${flags.reconfigurationCheck}`]);
     }
-    spec.etcd = { ...base.spec.etcd, reconfigurationCheck: flags.reconfigurationCheck };
+    etcd.reconfigurationCheck = flags.reconfigurationCheck;
   }
+  if (flags.etcdBinaries !== undefined) etcd.binaries = resolve(flags.etcdBinaries);
   if (flags.provisioningDelay !== undefined) {
     if (parseDurationRange(flags.provisioningDelay) === undefined) {
       throw new InvalidInputError([`--provisioning-delay: must be a duration (8s) or a range (3s-8s), got ${flags.provisioningDelay}`]);
@@ -88,7 +91,7 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
     provider.provisioningDelay = flags.provisioningDelay;
   }
   if (flags.insecure === true) provider.insecure = true;
-  const manifest = validateControlPlane({ ...base, spec: { ...spec, provider } });
+  const manifest = validateControlPlane({ ...base, spec: { ...spec, etcd, provider } });
   // Members' URLs and certificates are fixed when their machines are created: http and https
   // members cannot form one cluster.
   const stored = (await ctx.store.getControlPlane(manifest.metadata.name))?.manifest;
@@ -100,8 +103,9 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
   const running = (await ctx.store.listMachines(manifest.metadata.name)).map((m) => m.version);
   const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, running);
   if (versionError !== undefined) throw new InvalidInputError([versionError]);
-  // A version without a binary fails here, before anything is recorded or started.
-  findEtcdBinary(manifest.spec.version);
+  // A version without a binary (or a binaries dir of another version) fails here, before anything is
+  // recorded or started.
+  specEtcdBinary(manifest.spec.version, manifest.spec.etcd.binaries);
   return manifest;
 }
 
@@ -199,9 +203,9 @@ export async function scaleCommand(ctx: CliContext, name: string, flags: RunFlag
   return reconcileAndReport(ctx, await resolveManifest(ctx, { name, replicas: flags.replicas }), flags);
 }
 
-export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string }): Promise<number> {
+export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string; etcdBinaries?: string }): Promise<number> {
   await storedManifest(ctx, name);
-  return reconcileAndReport(ctx, await resolveManifest(ctx, { name, version: flags.version }), flags);
+  return reconcileAndReport(ctx, await resolveManifest(ctx, { name, version: flags.version, ...(flags.etcdBinaries === undefined ? {} : { etcdBinaries: flags.etcdBinaries }) }), flags);
 }
 
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */

@@ -6,7 +6,7 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import type { Etcd3Admin } from '../adapters/etcd/etcd3-admin.ts';
-import { findEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
+import { etcdBinaryFinder } from '../adapters/etcd/etcd-binaries.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
 import { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
 import type { SshProvider } from '../adapters/providers/ssh/ssh-provider.ts';
@@ -107,7 +107,7 @@ export class CliContext {
       addressPrefix: this.hooks.addressPrefix,
       provisioningDelay: parseDurationRange(provisioningDelay) ?? { minMs: 0, maxMs: 0 },
       deletionDelay: parseDurationRange(deletionDelay) ?? { minMs: 0, maxMs: 0 },
-      findBinary: findEtcdBinary,
+      findBinary: etcdBinaryFinder(manifest.spec.etcd.binaries),
       insecure,
       honourFailureMarker: this.hooks.provisioningFailureMarker,
       claims: this.store,

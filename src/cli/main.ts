@@ -75,6 +75,7 @@ export function buildProgram(): Command {
     .option('--name <name>', 'control plane name (without -f)')
     .option('--replicas <n>', 'number of members (odd, 1..9)')
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
+    .option('--etcd-binaries <dir>', 'a directory holding etcd, etcdctl and etcdutl of that version, used instead of the installed ones')
     .option('--strategy <strategy>', 'parallel (default) or serial (like Cluster API KCP)')
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 8s or a range 3s-8s')
     .option('--insecure', 'debugging only: plain http, no TLS certificates (anyone who can reach the addresses can use etcd); fixed at creation')
@@ -95,6 +96,7 @@ export function buildProgram(): Command {
     .command('rollout <name>')
     .description('roll every member to another etcd version, surge machines first')
     .requiredOption('--version <version>', 'target etcd version')
+    .option('--etcd-binaries <dir>', 'a directory holding etcd, etcdctl and etcdutl of the target version, used instead of the installed ones')
     .addOption(timeout())
     .addOption(output())
     .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, async (ctx) => (await commands()).rolloutCommand(ctx, name, flags)));
