@@ -85,6 +85,8 @@ test('etcd 3.7: no --experimental-* flag at all, with every optional flag set', 
 
 test('a minor beyond the table takes the newest row, so no --experimental-* flag reaches it', () => {
   assert.deepEqual(minorFlags('3.8.0'), minorFlags('3.7.4'));
+  assert.deepEqual(minorFlags('4.0.0'), minorFlags('3.7.4'));
+  assert.deepEqual(minorFlags('3.3.25'), minorFlags('3.4.23'));
   assert.deepEqual(minorFlags('3.6.0'), minorFlags('3.6.17'));
   assert.notDeepEqual(minorFlags('3.5.36'), minorFlags('3.6.0'));
 });

@@ -42,7 +42,7 @@ export function minorFlags(version: string): MinorFlags {
   const [major = 0, minor = 0] = version.split('.').map(Number);
   const known = Object.keys(MEMBER_FLAGS_BY_MINOR) as (keyof typeof MEMBER_FLAGS_BY_MINOR)[];
   const key = `${String(major)}.${String(minor)}`;
-  const row = known.find((k) => k === key) ?? (major > 3 || minor > 7 ? '3.7' : '3.4');
+  const row = known.find((k) => k === key) ?? (major > 3 || (major === 3 && minor > 7) ? '3.7' : '3.4');
   return MEMBER_FLAGS_BY_MINOR[row];
 }
 
