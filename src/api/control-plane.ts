@@ -104,7 +104,8 @@ const SpecSchema = z
       .max(9, { error: 'must be at most 9' })
       .refine((n) => n % 2 === 1, { error: (issue) => `must be odd, got ${String(issue.input)}` })
       .default(3),
-    version: z.string().regex(VERSION, { error: 'must be an etcd version such as 3.4.23' }).default('3.4.23'),
+    // The newest 3.6 (Kubernetes 1.34-1.36 run 3.6): built by scripts/install-etcd.sh from etcd's module.
+    version: z.string().regex(VERSION, { error: 'must be an etcd version such as 3.4.23' }).default('3.6.17'),
     provider: ProviderSchema.default(() => ProviderSchema.parse({})),
     scaleUp: ScaleUpSchema.default(() => ScaleUpSchema.parse({})),
     etcd: EtcdSchema.default(() => EtcdSchema.parse({})),

@@ -18,7 +18,7 @@ import { problemsOf } from '../support/problems.ts';
 
 const DEFAULT_SPEC: ControlPlane['spec'] = {
   replicas: 3,
-  version: '3.4.23',
+  version: '3.6.17',
   provider: { name: 'local-process', provisioningDelay: '0s', deletionDelay: '0s', failureDomains: [], insecure: false },
   scaleUp: { strategy: 'parallel', maxConcurrentProvisioning: 10 },
   etcd: { maxLearners: 1, reconfigurationCheck: 'etcd' },
@@ -44,7 +44,7 @@ describe('ControlPlane manifest: defaults', () => {
     assert.deepEqual(cp.spec.scaleUp, { strategy: 'serial', maxConcurrentProvisioning: 10 });
     assert.deepEqual(cp.spec.remediation, { ...DEFAULT_SPEC.remediation, maxRetry: 2 });
     assert.deepEqual(cp.spec.provider, DEFAULT_SPEC.provider);
-    assert.equal(cp.spec.version, '3.4.23');
+    assert.equal(cp.spec.version, '3.6.17');
   });
 
   test('defaults are fresh copies, not shared between manifests', () => {
@@ -93,7 +93,7 @@ describe('ControlPlane manifest: refusals name the field and the rule', () => {
     },
     {
       name: 'maxLearners above 1 on etcd 3.4',
-      input: manifest({ etcd: { maxLearners: 2 } }),
+      input: manifest({ version: '3.4.23', etcd: { maxLearners: 2 } }),
       problems: ['spec.etcd.maxLearners: above 1 needs etcd 3.6 or later (--max-learners), got version 3.4.23'],
     },
     {

@@ -175,6 +175,17 @@ describe("kubeadm's etcd for a Kubernetes version, and the nearest installed", (
     for (const row of KUBEADM_ETCD_VERSIONS) assert.equal(etcdForKubernetes(`v1.${String(row.minor)}.3`).etcd, row.etcd);
   });
 
+  // kubeadm 1.36's SupportedEtcdVersion (cmd/kubeadm/app/constants/constants.go): 34, 35 and 36 all
+  // "3.6.9-0". With what scripts/install-etcd.sh installs, each runs on the 3.6 built here.
+  test('Kubernetes 1.34, 1.35 and 1.36 run etcd 3.6, as kubeadm 1.36 deploys; converted, on the installed 3.6', () => {
+    const installed = ['3.4.23', '3.5.16', '3.5.30', '3.5.36', '3.6.17', '3.7.4'];
+    for (const kubernetes of ['v1.34.0', 'v1.35.4', 'v1.36.1']) {
+      assert.equal(etcdForKubernetes(kubernetes).etcd, '3.6.9', kubernetes);
+      assert.equal(nearestInstalled(etcdForKubernetes(kubernetes).etcd, installed), '3.6.17', kubernetes);
+    }
+    assert.equal(nearestInstalled(etcdForKubernetes('v1.33.2').etcd, installed), '3.5.30', '1.33 stays on 3.5 (kubeadm: 3.5.24)');
+  });
+
   test('minors outside the table fall back to the nearest row, as kubeadm does', () => {
     assert.equal(etcdForKubernetes('v1.10.0').etcd, KUBEADM_ETCD_VERSIONS[0]!.etcd);
     assert.equal(etcdForKubernetes('1.99.0').etcd, KUBEADM_ETCD_VERSIONS[KUBEADM_ETCD_VERSIONS.length - 1]!.etcd);
