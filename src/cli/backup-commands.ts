@@ -3,6 +3,7 @@ import { InvalidInputError } from '../api/errors.ts';
 import { Etcd3Maintenance } from '../adapters/etcd/etcd3-maintenance.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
 import { snapshotFileStatus } from '../adapters/etcd/etcd-tools.ts';
+import { etcdBinaryFinder } from '../adapters/etcd/etcd-binaries.ts';
 import { backupsDir, listBackups, type Backup } from '../backup/backup-files.ts';
 import { BackupError, takeBackup } from '../backup/take-backup.ts';
 import { BlockedError, checkSnapshot, recordRestore } from '../dr/restore.ts';
@@ -70,7 +71,7 @@ export async function backupOf(ctx: CliContext, manifest: ControlPlane): Promise
   const name = manifest.metadata.name;
   const endpoints = await clientEndpoints(ctx, name);
   return withClients(ctx, manifest, ({ admin, maintenance }) =>
-    takeBackup({ cluster: name, etcd: admin, maintenance, endpoints, dir: backupsDir(ctx.stateDir, name), inspect: snapshotFileStatus, now: () => new Date() }),
+    takeBackup({ cluster: name, etcd: admin, maintenance, endpoints, dir: backupsDir(ctx.stateDir, name), inspect: (version, file) => snapshotFileStatus(version, file, etcdBinaryFinder(manifest.spec.etcd.binaries)), now: () => new Date() }),
   );
 }
 

@@ -105,18 +105,23 @@ describe('fastplane up on etcd 3.6 and 3.7', { timeout: 240_000 }, () => {
     }
   });
 
-  test('--etcd-binaries: the members run the etcd from that directory', async () => {
+  test('--etcd-binaries: a version installed nowhere else runs from that directory, and its backups use its etcdutl', async () => {
     const version = newest('3.7');
     const dir = tempDir('fastplane-own-etcd-');
     for (const tool of ['etcd', 'etcdctl', 'etcdutl']) copyFileSync(join(dirname(findEtcdBinary(version)), tool), join(dir, tool));
+    // An empty cache: only Debian's 3.4.23 is installed, so the version exists only in the directory.
+    const noCache = { FASTPLANE_ETCD_CACHE: tempDir('fastplane-empty-cache-') };
     const env = newEnv('127.243');
-    const up = await env.run(['up', '--name', 'own', '--replicas', '1', '--version', version, '--etcd-binaries', dir, '--timeout', '60s', '-o', 'json']);
+    const up = await env.run(['up', '--name', 'own', '--replicas', '1', '--version', version, '--etcd-binaries', dir, '--timeout', '60s', '-o', 'json'], noCache);
     assert.equal(up.code, 0, up.stderr);
     const pids = pidsUnder(env.stateDir).filter((pid) => readFileSync(`/proc/${String(pid)}/cmdline`, 'utf8').includes('--data-dir'));
     assert.equal(pids.length, 1);
     assert.equal(readlinkSync(`/proc/${String(pids[0])}/exe`), join(dir, 'etcd'));
-    const status = statusOf((await env.run(['status', 'own', '-o', 'json'])).stdout);
+    const status = statusOf((await env.run(['status', 'own', '-o', 'json'], noCache)).stdout);
     assert.equal(status.spec.etcd.binaries, dir);
+    const backup = await env.run(['backup', 'own', '-o', 'json'], noCache);
+    assert.equal(backup.code, 0, backup.stderr);
+    assert.equal((JSON.parse(backup.stdout) as { etcdVersion: string }).etcdVersion, version);
   });
 });
 

@@ -27,8 +27,11 @@ export interface SnapshotRestoreRequest {
 
 const TOOL_TIMEOUT_MS = 600_000;
 
-function snapshotTool(version: string): string {
-  const dir = dirname(findEtcdBinary(version));
+/** Where the etcd binary of a version is: the installed ones, or a control plane's own lookup (spec.etcd.binaries). */
+export type FindEtcdBinary = (version: string) => string;
+
+function snapshotTool(version: string, findBinary: FindEtcdBinary): string {
+  const dir = dirname(findBinary(version));
   const tool = ['etcdutl', 'etcdctl'].map((name) => join(dir, name)).find((path) => existsSync(path));
   if (tool === undefined) throw new Error(`neither etcdutl nor etcdctl is installed beside etcd ${version} (${dir})`);
   return tool;
@@ -45,14 +48,14 @@ function run(tool: string, args: string[]): Promise<string> {
 }
 
 /** `snapshot status -w json`: reads the whole file, so it also checks that the database opens. */
-export async function snapshotFileStatus(version: string, file: string): Promise<SnapshotFileStatus> {
-  const text = await run(snapshotTool(version), ['snapshot', 'status', file, '-w', 'json']);
+export async function snapshotFileStatus(version: string, file: string, findBinary: FindEtcdBinary = findEtcdBinary): Promise<SnapshotFileStatus> {
+  const text = await run(snapshotTool(version, findBinary), ['snapshot', 'status', file, '-w', 'json']);
   return JSON.parse(text) as SnapshotFileStatus;
 }
 
 /** `snapshot restore` into a data dir that must not exist yet; it checks the snapshot's own hash trailer. */
-export async function restoreSnapshot(version: string, request: SnapshotRestoreRequest): Promise<void> {
-  await run(snapshotTool(version), [
+export async function restoreSnapshot(version: string, request: SnapshotRestoreRequest, findBinary: FindEtcdBinary = findEtcdBinary): Promise<void> {
+  await run(snapshotTool(version, findBinary), [
     'snapshot', 'restore', request.file,
     '--data-dir', request.dataDir,
     '--name', request.memberName,

@@ -243,7 +243,7 @@ export class LocalProcessProvider implements InfraProvider {
       peerURL: machine.peerURL,
       initialCluster: launch.initialCluster,
       clusterToken: launch.clusterToken,
-    });
+    }, this.findBinary);
     await rename(staging, dataDir);
   }
 
