@@ -6,11 +6,23 @@ import { parseDuration } from './duration.ts';
  * SSH. Either an inventory (`hosts`) or provisioning hooks (`provision`) that create hosts on demand.
  */
 
-const HOST_ADDRESS = /^(\d{1,3})(\.\d{1,3}){3}$|^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/i;
+const OCTET = '(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
+const IPV4 = new RegExp(`^${OCTET}(\\.${OCTET}){3}$`);
+const LABEL = '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?';
+const HOST_NAME = new RegExp(`^(?=.{1,253}$)${LABEL}(\\.${LABEL})*$`, 'i');
+
+/**
+ * Where fastplane connects, and what goes into the member's URLs and certificate: an IPv4 literal or a
+ * DNS host name, nothing else (no option for ssh, no URL, no shell word). All digits and dots is an
+ * IPv4 literal or nothing, never a name.
+ */
+export const SshAddressSchema = z.string().refine((text) => IPV4.test(text) || (HOST_NAME.test(text) && !/^[\d.]+$/.test(text)), {
+  error: 'must be an IPv4 address or a host name',
+});
 
 export const SshHostSchema = z
   .object({
-    address: z.string().regex(HOST_ADDRESS, { error: 'must be an IPv4 address or a host name' }),
+    address: SshAddressSchema,
     port: z.number().int().min(1).max(65535).default(22),
     user: z.string().min(1).default('root'),
     failureDomain: z.string().optional(),

@@ -62,7 +62,7 @@ export function runHook(kind: 'create' | 'delete', command: string, request: Hoo
   });
 }
 
-/** The create hook's answer: `{ "address": ..., "port"?: 22, "user"?: "root" }`. */
+/** The create hook's answer: `{ "address": ..., "port"?: 22, "user"?: "root" }`, the address an IPv4 literal or a host name. */
 export async function runCreateHook(command: string, request: HookRequest, timeoutMs: number): Promise<HookAnswer> {
   const stdout = await runHook('create', command, request, timeoutMs);
   let parsed: unknown;
@@ -71,10 +71,11 @@ export async function runCreateHook(command: string, request: HookRequest, timeo
   } catch {
     throw new ProvisioningFailed(`create hook did not answer JSON on stdout: ${tail(stdout) || '(nothing)'}`);
   }
-  // zod loads only when a hook answers: commands on clusters without hooks never pay for it.
-  const { z } = await import('zod');
+  // zod loads only when a hook answers: commands on clusters without hooks never pay for it. The
+  // address is checked as an inventory's is: it becomes the member's URLs and its certificate.
+  const [{ z }, { SshAddressSchema }] = await Promise.all([import('zod'), import('../../../api/ssh-provider.ts')]);
   const answerSchema = z.object({
-    address: z.string().min(1),
+    address: SshAddressSchema,
     port: z.number().int().min(1).max(65535).default(22),
     user: z.string().min(1).default('root'),
   });
