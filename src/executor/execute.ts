@@ -153,6 +153,28 @@ async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise
   });
 }
 
+/**
+ * Provisioning goes on between passes: a machine still Provisioning that no action of this decision
+ * concerns is moved on here (an ssh machine waiting for a host, or one a crash left half done), never
+ * by describing it, which only reads. A failure to move it on is an event; the provider records a
+ * provisioning failure on the machine itself, which the next pass sees as Failed.
+ */
+function resumeProvisioning(deps: ExecutorDeps, observed: Observed, decision: Decision): Promise<void>[] {
+  const acted = new Set(decision.machineActions.map(machineOf));
+  return observed.machines
+    .filter((m) => m.infra?.state === 'Provisioning' && !acted.has(m.record.name))
+    .map(async ({ record }) => {
+      try {
+        await deps.provider.provision(deps.cluster, record.name);
+      } catch (error) {
+        if (endsTheRun(error)) throw error;
+        const at = deps.clock.now();
+        const message = `CreateMachine ${record.name} failed: ${error instanceof Error ? error.message : String(error)}`;
+        await emit(deps, { at, endedAt: at, type: 'Warning', reason: 'ResumeCreate', action: 'CreateMachine', outcome: 'Failed', message, machine: record.name });
+      }
+    });
+}
+
 /** Each call moves the teardown on (stop, then wipe when due); the record goes once the machine is gone. */
 async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
   deps.failpoint('before-delete-machine');
@@ -412,7 +434,7 @@ export async function execute(deps: ExecutorDeps, observed: Observed, decision: 
   const careRuns = (decision.careActions ?? []).map(async (action) => {
     await timed(deps, action, () => runCareAction(deps, action));
   });
-  const settled = await Promise.allSettled([...machineRuns, membershipRun, ...careRuns]);
+  const settled = await Promise.allSettled([...machineRuns, ...resumeProvisioning(deps, observed, decision), membershipRun, ...careRuns]);
   const crash = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (crash) throw crash.reason;
   return report;

@@ -3,7 +3,8 @@ import type { SnapshotSource } from '../domain/machine.ts';
 /**
  * Where machines come from. Creation and deletion return at once; the machine's state then moves on by
  * itself (provisioning takes minutes on real infrastructure) and `describe` reports where it is. That
- * keeps slow work off the reconcile loop and lets many machines provision in parallel.
+ * keeps slow work off the reconcile loop and lets many machines provision in parallel. `describe` only
+ * reads (status runs it beside a reconcile); `provision` is what moves a Provisioning machine on.
  */
 export type InfraState = 'Provisioning' | 'Provisioned' | 'Failed' | 'Deleting';
 
@@ -59,8 +60,14 @@ export interface CreateMachineRequest {
 
 export interface InfraProvider {
   create(request: CreateMachineRequest): Promise<MachineInfra>;
-  /** Undefined once the machine is gone. */
+  /** Undefined once the machine is gone. Reads only: no side effect on the machine or its host. */
   describe(cluster: string, name: string): Promise<MachineInfra | undefined>;
+  /**
+   * Moves a Provisioning machine on (a provider whose provisioning is its own slow work resumes it
+   * here, after a crash or while it waits for a host); idempotent, and a no-op for a machine in any
+   * other state. A failure leaves the machine Failed with the reason. Undefined once it is gone.
+   */
+  provision(cluster: string, name: string): Promise<MachineInfra | undefined>;
   startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void>;
   stopMember(cluster: string, name: string): Promise<void>;
   /** Stops the member process and starts tearing the machine down; idempotent. */

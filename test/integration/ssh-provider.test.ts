@@ -10,7 +10,8 @@ import { CliEnv } from '../support/cli.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
 
 // The ssh provider against two hosts of the network lab: host keys, what it leaves on a host, and a
-// host cut off from fastplane described as data (also while its machine provisions).
+// host cut off from fastplane described as data (also while its machine provisions), and describe
+// only reading: a machine waiting for its host moves on through provision.
 
 const lab = new NetLab(62);
 const env = new CliEnv('127.62');
@@ -126,10 +127,16 @@ describe('ssh provider on lab hosts', { timeout: 300_000 }, () => {
       assert.equal(waiting.state, 'Provisioning');
       assert.match(waiting.failureMessage ?? '', /^waiting for its host to answer: ssh root@198\.18\.62\.12:22/);
       assert.equal((await ssh.describe('cut', 'cut-1'))?.state, 'Provisioning', 'still waiting, not Failed');
+      assert.match((await ssh.provision('cut', 'cut-1'))?.failureMessage ?? '', /^waiting for its host to answer/);
     } finally {
       lab.heal();
     }
-    const healed = await ssh.describe('cut', 'cut-1');
+    // Describing only reads: the machine moves on when it is provisioned, not when it is looked at.
+    const looked = await ssh.describe('cut', 'cut-1');
+    assert.equal(looked?.state, 'Provisioning');
+    assert.match(looked.failureMessage ?? '', /^waiting for its host to answer/, 'what it waits for is on record');
+    assert.ok(!existsSync(join(info.hosts[1]?.baseDir ?? '-', 'clusters', 'cut')), 'nothing written to the host by describing');
+    const healed = await ssh.provision('cut', 'cut-1');
     assert.equal(healed?.state, 'Provisioned');
     assert.equal(healed.address, info.hosts[1]?.address);
     await ssh.delete('cut', 'cut-1');

@@ -183,6 +183,11 @@ export class LocalProcessProvider implements InfraProvider {
     return machine && this.infra(machine);
   }
 
+  /** Provisioning here is a deadline in the machine's file: nothing to move on, it is described. */
+  provision(cluster: string, name: string): Promise<MachineInfra | undefined> {
+    return this.describe(cluster, name);
+  }
+
   async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
     const machine = await this.read(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);

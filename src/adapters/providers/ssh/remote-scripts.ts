@@ -80,14 +80,50 @@ export function wipeScript(m: RemoteMember): string {
   return `(\n${stopScript(m, 0)}\n) && rm -rf ${q(m.dir)}`;
 }
 
-/** Writes files (base64 content) with the given modes into dirs created 0700; atomically per file. */
-export function writeFilesScript(files: { path: string; content: Buffer; mode: number }[]): string {
-  const dirs = [...new Set(files.map((f) => f.path.slice(0, f.path.lastIndexOf('/'))))];
+/**
+ * Receives one file's content on stdin into `<path>.tmp` with its mode, in a dir created 0700. Content
+ * never goes on a command line: /proc/<pid>/cmdline shows those to every user of the host.
+ */
+export function receiveFileScript(path: string, mode: number): string {
+  const dir = path.slice(0, path.lastIndexOf('/'));
+  return ['set -e', 'umask 077', `mkdir -p ${q(dir)} && chmod 700 ${q(dir)}`, `cat >${q(`${path}.tmp`)}`, `chmod ${mode.toString(8)} ${q(`${path}.tmp`)}`].join('\n');
+}
+
+/** Moves files received with receiveFileScript into place, each atomically. */
+export function placeFilesScript(paths: string[]): string {
+  return ['set -e', ...paths.map((path) => `mv -f ${q(`${path}.tmp`)} ${q(path)}`)].join('\n');
+}
+
+export interface RemoteRestore {
+  /** The snapshot tool on the host (etcdutl, or etcdctl before 3.5) and the snapshot copied there. */
+  tool: string;
+  snapshot: string;
+  sha256: string;
+  memberName: string;
+  peerURL: string;
+  initialCluster: string;
+  clusterToken: string;
+}
+
+/** Exit status of restoreScript when the copied snapshot is not the one restore checked. */
+export const SNAPSHOT_CHANGED = 3;
+
+/**
+ * Restores the copied snapshot into the member's data dir, unless one exists (restored or run before):
+ * its sha256 is checked on the host, `snapshot restore` writes a staging dir that is renamed into
+ * place, so a data dir exists only complete, and the copy is removed either way.
+ */
+export function restoreScript(m: RemoteMember, r: RemoteRestore): string {
+  const staging = `${m.dataDir}.restoring`;
   return [
     'set -e',
-    'umask 077',
-    ...dirs.map((dir) => `mkdir -p ${q(dir)} && chmod 700 ${q(dir)}`),
-    ...files.map((f) => `printf %s ${q(f.content.toString('base64'))} | base64 -d >${q(`${f.path}.tmp`)} && chmod ${f.mode.toString(8)} ${q(`${f.path}.tmp`)} && mv ${q(`${f.path}.tmp`)} ${q(f.path)}`),
+    `if [ -d ${q(m.dataDir)} ]; then rm -f ${q(r.snapshot)}; exit 0; fi`,
+    `sum=$(sha256sum ${q(r.snapshot)} | cut -d' ' -f1)`,
+    `if [ "$sum" != ${q(r.sha256)} ]; then rm -f ${q(r.snapshot)}; echo "the snapshot copied has sha256 $sum, expected ${r.sha256}: it changed since restore checked it" >&2; exit ${String(SNAPSHOT_CHANGED)}; fi`,
+    `rm -rf ${q(staging)}`,
+    `ETCDCTL_API=3 ${q(r.tool)} snapshot restore ${q(r.snapshot)} --data-dir ${q(staging)} --name ${q(r.memberName)} --initial-advertise-peer-urls ${q(r.peerURL)} --initial-cluster ${q(r.initialCluster)} --initial-cluster-token ${q(r.clusterToken)} >/dev/null`,
+    `mv ${q(staging)} ${q(m.dataDir)}`,
+    `rm -f ${q(r.snapshot)}`,
   ].join('\n');
 }
 

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -7,11 +6,12 @@ import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
-import { readJsonIfPresent, sha256OfFile, writeFileAtomic } from '../../state-files.ts';
+import { readJsonIfPresent, writeFileAtomic } from '../../state-files.ts';
 import { clientTlsFiles, memberTlsFiles } from '../local/pki-files.ts';
 import { memberFlags } from '../member-flags.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
-import { CHECK_SCRIPT, describeScript, hexPort, q, remoteMember, startScript, stopScript, wipeScript, writeFilesScript } from './remote-scripts.ts';
+import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
+import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
 import { SshConnections, SshUnreachableError, type SshTarget } from './ssh-connections.ts';
 
 /**
@@ -23,8 +23,10 @@ import { SshConnections, SshUnreachableError, type SshTarget } from './ssh-conne
  * `bin/etcd-<version>` and `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}`.
  *
  * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
- * it Provisioned; many are created in parallel by the executor. A host that cannot be reached when it
- * is described is data: the last thing seen of it is reported again, with the reason.
+ * it Provisioned; many are created in parallel by the executor. A machine left Provisioning (waiting
+ * for a host, or by a crash) moves on only through `provision`: describing it only reads, since status
+ * describes machines beside a reconcile. A host that cannot be reached when it is described is data:
+ * the last thing seen of it is reported again, with the reason.
  */
 
 const CLIENT_PORT = 2379;
@@ -61,6 +63,8 @@ interface SshMachineFile {
   createdAt: number;
   state: SshMachineState;
   failureMessage?: string;
+  /** While Provisioning: what it waits for (a free host, its host to answer). */
+  waiting?: string;
   deleting?: boolean;
 }
 
@@ -96,9 +100,16 @@ export class SshProvider implements InfraProvider {
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     await this.write(machine);
-    const outcome = await this.provision(machine);
+    const outcome = await this.provisionFile(machine);
     if (outcome instanceof Error) throw outcome;
-    return outcome === 'Provisioned' ? this.describeFile(machine) : this.stillProvisioning(machine, outcome.waiting);
+    return this.describeFile(machine);
+  }
+
+  async provision(cluster: string, name: string): Promise<MachineInfra | undefined> {
+    const machine = await this.read(cluster, name);
+    if (!machine) return undefined;
+    if (machine.state === 'Provisioning' && machine.deleting !== true) await this.provisionFile(machine);
+    return this.describeFile(machine);
   }
 
   /**
@@ -108,11 +119,11 @@ export class SshProvider implements InfraProvider {
    * a partition between fastplane and its hosts is no reason to give a machine up. Any other failure
    * leaves it Failed with the reason, and is returned.
    */
-  private async provision(machine: SshMachineFile): Promise<'Provisioned' | { waiting: string } | Error> {
+  private async provisionFile(machine: SshMachineFile): Promise<'Provisioned' | 'Waiting' | Error> {
     try {
       if (machine.host === undefined) {
         const host = await this.acquireHost(machine);
-        if (host === undefined) return { waiting: `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken` };
+        if (host === undefined) return await this.wait(machine, `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken`);
         machine.host = host;
       }
       machine.hooked = this.options.provision !== undefined;
@@ -124,16 +135,25 @@ export class SshProvider implements InfraProvider {
       await this.installCertificates(machine, machine.host);
       machine.state = 'Provisioned';
       delete machine.failureMessage;
+      delete machine.waiting;
       await this.write(machine);
       return 'Provisioned';
     } catch (error) {
-      if (error instanceof SshUnreachableError) return { waiting: `waiting for its host to answer: ${error.message}` };
+      if (error instanceof SshUnreachableError) return this.wait(machine, `waiting for its host to answer: ${error.message}`);
       // On record as Failed with the reason: the planner replaces it, and delete gives its host back.
       machine.state = 'Failed';
+      delete machine.waiting;
       machine.failureMessage = error instanceof Error ? error.message : String(error);
       await this.write(machine);
       return error instanceof Error ? error : new Error(String(error));
     }
+  }
+
+  /** Still Provisioning, with the reason on record for describe to report. */
+  private async wait(machine: SshMachineFile, reason: string): Promise<'Waiting'> {
+    machine.waiting = reason;
+    await this.write(machine);
+    return 'Waiting';
   }
 
   async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
@@ -148,8 +168,12 @@ export class SshProvider implements InfraProvider {
     const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
     const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
     // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
-    const ca = { path: pki.caFile, mode: 0o644, content: await readFile(clientTlsFiles(this.pkiDir(cluster)).caFile) };
-    const result = await this.ssh.exec(machine.host, `(\n${writeFilesScript([ca])}\n) || exit 1\n${startScript(member, binary, args)}`);
+    await writeRemoteFiles(this.ssh, machine.host, [{ path: pki.caFile, mode: 0o644, content: await readFile(clientTlsFiles(this.pkiDir(cluster)).caFile) }]);
+    if (launch.restoreFrom !== undefined) {
+      const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir() };
+      await restoreOnHost(this.ssh, machine.host, target, { ...launch, restoreFrom: launch.restoreFrom });
+    }
+    const result = await this.ssh.exec(machine.host, startScript(member, binary, args));
     if (result.code !== 0) throw new Error(`starting etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
 
@@ -271,22 +295,12 @@ export class SshProvider implements InfraProvider {
   }
 
   /** The version's binary on the host, copied once; the copy's sha256 is checked before it is used. */
-  private async ensureBinary(host: SshTarget, version: string): Promise<string> {
-    const local = this.options.findBinary(version);
-    const sha = await sha256OfFile(local);
-    const remote = `${this.options.baseDir}/bin/etcd-${version}`;
-    const present = await this.ssh.exec(host, `sha256sum ${q(remote)} 2>/dev/null || true`);
-    if (present.stdout.startsWith(sha)) return remote;
-    const part = `${remote}.part-${randomBytes(4).toString('hex')}`;
-    await this.ssh.exec(host, `mkdir -p ${q(`${this.options.baseDir}/bin`)}`);
-    await this.ssh.upload(host, local, part);
-    const check = await this.ssh.exec(host, `sha256sum ${q(part)}`);
-    if (!check.stdout.startsWith(sha)) {
-      await this.ssh.exec(host, `rm -f ${q(part)}`);
-      throw new Error(`etcd ${version} copied to ${host.address} has the wrong sha256 (${check.stdout.slice(0, 64)}, expected ${sha})`);
-    }
-    await this.ssh.exec(host, `chmod 755 ${q(part)} && mv ${q(part)} ${q(remote)}`);
-    return remote;
+  private ensureBinary(host: SshTarget, version: string): Promise<string> {
+    return ensureRemoteCopy(this.ssh, host, this.options.findBinary(version), `${this.binDir()}/etcd-${version}`);
+  }
+
+  private binDir(): string {
+    return `${this.options.baseDir}/bin`;
   }
 
   /**
@@ -306,21 +320,20 @@ export class SshProvider implements InfraProvider {
       [local.peerKeyFile, remote.peerKeyFile, 0o600],
     ];
     const files = await Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) })));
-    // A machine being provisioned has never run: whatever a machine of the same name left on this
-    // host (a crash before its wipe) is not its data, and etcd must not start from it.
-    const member = remoteMember(this.options.baseDir, machine.cluster, machine.name);
-    const result = await this.ssh.exec(host, renew ? writeFilesScript(files) : `${wipeScript(member)}\n${writeFilesScript(files)}`);
-    if (result.code !== 0) throw new Error(`writing certificates to ${host.address} failed: ${result.stderr.trim()}`);
+    if (!renew) {
+      // A machine being provisioned has never run: whatever a machine of the same name left on this
+      // host (a crash before its wipe) is not its data, and etcd must not start from it.
+      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)));
+      if (wiped.code !== 0) throw new Error(`wiping ${owner(machine)} on ${host.address} failed: ${wiped.stderr.trim()}`);
+    }
+    await writeRemoteFiles(this.ssh, host, files);
   }
 
   private async describeFile(machine: SshMachineFile): Promise<MachineInfra> {
     const key = owner(machine);
     const base = identity(machine);
     if (machine.deleting === true) return { ...base, state: 'Deleting', memberRunning: this.lastSeen.get(key)?.memberRunning ?? false };
-    if (machine.state === 'Provisioning') {
-      const outcome = await this.provision(machine);
-      return outcome === 'Provisioned' || outcome instanceof Error ? this.describeFile(machine) : this.stillProvisioning(machine, outcome.waiting);
-    }
+    if (machine.state === 'Provisioning') return { ...base, state: 'Provisioning', memberRunning: false, ...(machine.waiting === undefined ? {} : { failureMessage: machine.waiting }) };
     if (machine.state !== 'Provisioned' || machine.host === undefined) {
       return { ...base, state: machine.state, memberRunning: false, ...(machine.failureMessage === undefined ? {} : { failureMessage: machine.failureMessage }) };
     }
@@ -340,11 +353,6 @@ export class SshProvider implements InfraProvider {
       seen = this.lastSeen.get(key) ?? { memberRunning: true };
     }
     return { ...base, state: 'Provisioned', ...seen, ...(unreachable === undefined ? {} : { unreachable }) };
-  }
-
-  /** A machine that waits for a free host or for its host to answer: Provisioning, with the reason. */
-  private stillProvisioning(machine: SshMachineFile, reason: string): MachineInfra {
-    return { ...identity(machine), state: 'Provisioning', memberRunning: false, failureMessage: reason };
   }
 
   private async provisioned(cluster: string, name: string): Promise<SshMachineFile & { host: SshTarget }> {
