@@ -2,13 +2,12 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord, MachinePhase } from '../domain/machine.ts';
 import { FencedOutError, type SpecWatch, type StateStore } from '../ports/state-store.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
-import type { LastMembershipAttempt, Wait } from '../planner/types.ts';
 import { REQUEUE } from '../planner/plan.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
 import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
 import { CONTROLLERS_POOL } from '../reconciler/converge.ts';
-import { logWaitChanges, reconcileOnce, type ReconcileDeps } from '../reconciler/run.ts';
+import { freshMemory, nextPassAfter, reconcileOnce, type PassMemory, type PassResult, type ReconcileDeps } from '../reconciler/run.ts';
 import type { ChangeResult, ControllerMetrics } from './controller-metrics.ts';
 import { repeatOn, type Timers } from './timers.ts';
 import { WorkQueue, type HandleResult } from './work-queue.ts';
@@ -44,8 +43,8 @@ export interface ControllerOptions {
 /** What this replica keeps per cluster between passes. */
 interface ClusterState {
   keeper?: LeaseKeeper | undefined;
-  attempt?: LastMembershipAttempt | undefined;
-  waits: Wait[];
+  /** What the passes carry from one to the next, as the CLI's run keeps it (readings, last refusal, waits). */
+  memory: PassMemory;
   /** The generation last seen, since when, and whether this replica saw it unconverged (time to ready). */
   generation?: { value: number; seenAt: number; sawUnconverged: boolean; reported: boolean };
   holdOff?: { until: number; generation: number } | undefined;
@@ -128,7 +127,7 @@ export class Controller {
   private state(cluster: string): ClusterState {
     let st = this.clusters.get(cluster);
     if (!st) {
-      st = { waits: [] };
+      st = { memory: freshMemory() };
       this.clusters.set(cluster, st);
     }
     return st;
@@ -159,7 +158,8 @@ export class Controller {
     });
     if (!keeper) return undefined;
     st.keeper = keeper;
-    st.attempt = undefined;
+    // A new term of leadership starts from what it observes, as a CLI run does.
+    st.memory = freshMemory();
     this.options.metrics?.leader(cluster, true);
     return keeper;
   }
@@ -213,9 +213,9 @@ export class Controller {
     };
     const deps = await this.options.depsFor(cp.manifest, keeper.writer, notify);
     const started = clock.now();
-    let result: Awaited<ReturnType<typeof reconcileOnce>>;
+    let result: PassResult;
     try {
-      result = await reconcileOnce(deps, st.attempt);
+      result = await reconcileOnce(deps, st.memory);
     } catch (error) {
       if (!(error instanceof FencedOutError) && !keeper.lost) throw error;
       // Fenced out, or renewals too late to act safely: another replica (or command) may act now.
@@ -225,22 +225,20 @@ export class Controller {
       this.passes++;
       metrics?.reconcileDuration(cluster, (clock.now() - started) / 1000);
     }
-    st.attempt = result.attempt;
-    if (outcomes.refused && result.attempt?.errorKind !== undefined) metrics?.etcdRefusal(cluster, result.attempt.errorKind);
-    logWaitChanges(log, cluster, st.waits, result.decision.waits);
-    st.waits = result.decision.waits;
+    st.memory = result.memory;
+    if (outcomes.refused && result.memory.attempt?.errorKind !== undefined) metrics?.etcdRefusal(cluster, result.memory.attempt.errorKind);
     this.report(cluster, st, result);
     if (keeper.lost) {
       await this.abdicate(cluster, 'lease lost');
       return { requeueAfterMs: this.retryLeadMs };
     }
-    // After a refusal or failure, not at once again (the planner asks for a pass now when it acted):
-    // at least the retry pause, and failures back off exponentially in the queue.
-    const requeueAfterMs = result.failed ? Math.max(result.decision.requeueAfterMs, REQUEUE.retry) : result.decision.requeueAfterMs;
+    // After a refusal or failure, not at once again (the planner asks for a pass now when it acted),
+    // and failures back off exponentially in the queue; a wait that does not move backs off too.
+    const requeueAfterMs = nextPassAfter(result);
     return { requeueAfterMs: this.options.requeueDelay?.(cluster, requeueAfterMs) ?? requeueAfterMs, failed: outcomes.failed };
   }
 
-  private report(cluster: string, st: ClusterState, result: Awaited<ReturnType<typeof reconcileOnce>>): void {
+  private report(cluster: string, st: ClusterState, result: PassResult): void {
     const { metrics, clock } = this.options;
     const { decision, observed } = result;
     const byPhase: Partial<Record<MachinePhase, number>> = {};

@@ -104,7 +104,8 @@ export function guardRemoval(view: ClusterView, victim: ObservedMember): Wait[] 
     const unproven = rest.filter((v) => !connected.includes(v)).map((v) => nameOf(view, v));
     waits.push({
       code: 'VotersNotConnected',
-      message: `removing ${nameOf(view, victim)} needs ${String(needed)} of the ${String(rest.length)} voters left kept up with the leader for ${String(view.now - reference.at)} ms; not shown by ${unproven.join(', ')}`,
+      // No elapsed time in the message: a wait that lasts must read the same on every pass (nothing to rewrite).
+      message: `removing ${nameOf(view, victim)} needs ${String(needed)} of the ${String(rest.length)} voters left kept up with the leader for at least an election timeout (${String(ELECTION_TIMEOUT_MS)} ms); not shown by ${unproven.join(', ')}`,
     });
   }
   return waits;

@@ -3,6 +3,8 @@ import type { Decision } from '../planner/types.ts';
 import type { ClusterView } from '../planner/view.ts';
 import type { StoreWrite } from '../ports/state-store.ts';
 
+const RAFT_INDEX_REFRESH_MS = 5_000;
+
 /**
  * What this observation taught, as writes: phase transitions with their times (the timeline), member
  * IDs, addresses, how long a voter has been unhealthy and when a learner last made progress. Pure
@@ -12,7 +14,7 @@ import type { StoreWrite } from '../ports/state-store.ts';
 export function observationWrites(
   view: ClusterView,
   decision: Decision,
-  cp: { initializedAt?: number | undefined; highestRaftIndex?: number | undefined },
+  cp: { initializedAt?: number | undefined; highestRaftIndex?: number | undefined; lastPass?: { at: number } | undefined },
 ): { writes: StoreWrite[]; changed: MachineRecord[] } {
   const { observed, now } = view;
   const changed: MachineRecord[] = [];
@@ -63,9 +65,12 @@ export function observationWrites(
       }
     }
     if (cp.initializedAt === undefined && view.voters.length > 0) writes.push({ kind: 'PatchControlPlane', patch: { initializedAt: now } });
-    // What `recover` compares a survivor against: entries past the survivor's index may be lost.
+    // What `recover` compares a survivor against: entries past the survivor's index may be lost. A
+    // cluster in use moves its index on every pass, so while a wait lasts (passes 100 ms apart, nothing
+    // else to write) it is recorded at most every RAFT_INDEX_REFRESH_MS, not on every pass.
     const highest = Math.max(0, ...view.members.map((m) => (m.status?.ok === true ? m.status.status.raftIndex : 0)));
-    if (highest > (cp.highestRaftIndex ?? 0)) writes.push({ kind: 'PatchControlPlane', patch: { highestRaftIndex: highest } });
+    const due = writes.length > 0 || decision.converged || cp.lastPass === undefined || now - cp.lastPass.at >= RAFT_INDEX_REFRESH_MS;
+    if (highest > (cp.highestRaftIndex ?? 0) && due) writes.push({ kind: 'PatchControlPlane', patch: { highestRaftIndex: highest } });
   }
   return { writes, changed };
 }

@@ -1,4 +1,4 @@
-import type { MachineRecord } from '../domain/machine.ts';
+import type { MachineRecord, StoredCondition } from '../domain/machine.ts';
 import { execute, type ExecutorDeps } from '../executor/execute.ts';
 import { FAST_RETRY, planFromView, REQUEUE } from '../planner/plan.ts';
 import { buildView } from '../planner/view.ts';
@@ -71,44 +71,103 @@ export function logWaitChanges(log: Logger | undefined, cluster: string, before:
   for (const wait of before) if (!is.has(waitText(wait))) log.info({ cluster, ...wait }, `no longer waiting: ${waitText(wait)}`);
 }
 
-/** One pass: observe, plan, record, execute. Returns the decision and what the execution reported. */
-export async function reconcileOnce(
-  deps: ReconcileDeps,
-  last: LastMembershipAttempt | undefined,
-  onPass?: RunOptions['onPass'],
-  readings: readonly VoterReading[] = [],
-): Promise<{ observed: Observed; decision: Decision; attempt: LastMembershipAttempt | undefined; failed: boolean; generation: number; readings: VoterReading[] }> {
+/**
+ * What a loop keeps about a cluster from one pass to the next, besides the records: the last refused
+ * membership change (explained next pass), the members' status readings (a guarded removal needs
+ * readings spanning an election timeout), the waits (their changes are logged), and how many passes
+ * in a row changed nothing (such a wait is looked at with backoff). The CLI's run and the controller
+ * both hold one per cluster.
+ */
+export interface PassMemory {
+  attempt?: LastMembershipAttempt | undefined;
+  readings: VoterReading[];
+  waits: Wait[];
+  idlePasses: number;
+}
+
+export const freshMemory = (): PassMemory => ({ readings: [], waits: [], idlePasses: 0 });
+
+/**
+ * A fast wait (REQUEUE.fast: one expected to end within a few hundred ms) that stayed the same for
+ * this many passes in a row is not ending soon: from then on it is looked at 2x, 4x ... less often,
+ * up to IDLE_BACKOFF_MAX_MS apart.
+ */
+const IDLE_PASSES_BEFORE_BACKOFF = 20;
+export const IDLE_BACKOFF_MAX_MS = 2_000;
+
+export interface PassResult {
+  observed: Observed;
+  decision: Decision;
+  /** The membership action or a machine action failed (or was refused). */
+  failed: boolean;
+  generation: number;
+  memory: PassMemory;
+}
+
+const sameWaits = (a: readonly Wait[], b: readonly Wait[]): boolean => a.length === b.length && a.every((w, i) => b[i] !== undefined && waitText(w) === waitText(b[i]));
+
+const sameConditions = (a: readonly StoredCondition[] | undefined, b: readonly StoredCondition[]): boolean =>
+  a !== undefined && a.length === b.length && a.every((c, i) => JSON.stringify(c) === JSON.stringify(b[i]));
+
+/** One pass: observe, plan, record (only what changed), execute. */
+export async function reconcileOnce(deps: ReconcileDeps, memory: PassMemory = freshMemory(), onPass?: RunOptions['onPass']): Promise<PassResult> {
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const spec = toPlannerSpec(cp.manifest);
-  const observed = await observe(deps, last, readings);
+  const last = memory.attempt;
+  const observed = await observe(deps, last, memory.readings);
   const now = deps.clock.now();
   const view = buildView(spec, observed, now);
   const decision = planFromView(view);
   const { writes, changed } = observationWrites(view, decision, cp);
   const waits = decision.waits.map(waitText);
-  await deps.writer.commit(...writes, {
-    kind: 'PatchControlPlane',
-    patch: {
-      conditions: nextConditions(cp.conditions, decision.conditions, now),
-      observedGeneration: cp.generation,
-      lastPass: { generation: cp.generation, at: now, converged: decision.converged, blocked: decision.blocked !== undefined, waits },
-    },
-  });
+  const conditions = nextConditions(cp.conditions, decision.conditions, now);
+  const lastPass = { generation: cp.generation, at: now, converged: decision.converged, blocked: decision.blocked !== undefined, waits };
+  const previous = cp.lastPass;
+  // A pass that learned nothing new writes nothing: a wait that lasts must not rewrite the store every pass.
+  const unchanged =
+    writes.length === 0 &&
+    cp.observedGeneration === cp.generation &&
+    sameConditions(cp.conditions, conditions) &&
+    previous !== undefined &&
+    JSON.stringify({ ...previous, at: 0 }) === JSON.stringify({ ...lastPass, at: 0 });
+  if (!unchanged) await deps.writer.commit(...writes, { kind: 'PatchControlPlane', patch: { conditions, observedGeneration: cp.generation, lastPass } });
   logDecision(deps.log, deps.cluster, cp.generation, decision);
+  logWaitChanges(deps.log, deps.cluster, memory.waits, decision.waits);
   onPass?.({ observed, decision, changed, now, generation: cp.generation });
   const report = await execute(deps, observed, decision);
-  // A refusal is remembered for the next plan only; success clears it.
-  const attempt = report.membershipAttempt ?? (decision.membershipAction ? undefined : last);
+  const failed = report.membershipAttempt !== undefined || report.machineErrors.length > 0;
+  const acted = decision.membershipAction !== undefined || decision.machineActions.length > 0 || (decision.careActions?.length ?? 0) > 0;
+  const idle = !acted && !failed && sameWaits(memory.waits, decision.waits);
   return {
     observed,
     decision,
-    attempt,
-    failed: report.membershipAttempt !== undefined || report.machineErrors.length > 0,
+    failed,
     generation: cp.generation,
-    // Taken before this pass's actions ran: a reading after a membership change shows it next pass.
-    readings: keepReadings(readings, readingOf(observed, now)),
+    memory: {
+      // A refusal is remembered for the next plan only; success clears it.
+      attempt: report.membershipAttempt ?? (decision.membershipAction ? undefined : last),
+      // Taken before this pass's actions ran: a reading after a membership change shows it next pass.
+      readings: keepReadings(memory.readings, readingOf(observed, now)),
+      waits: decision.waits,
+      idlePasses: idle ? memory.idlePasses + 1 : 0,
+    },
   };
+}
+
+/**
+ * When to look again after a pass: the planner's interval; after a failed action at least the retry
+ * pause (refusals that lapse by themselves sooner); a fast wait that has not moved for many passes,
+ * backing off, since polling it every 100 ms while nothing moves only costs etcd.
+ */
+export function nextPassAfter(result: PassResult): number {
+  const { decision, memory } = result;
+  if (result.failed) {
+    const kind = memory.attempt?.errorKind;
+    return Math.max(decision.requeueAfterMs, kind !== undefined && FAST_RETRY.has(kind) ? REQUEUE.fast : REQUEUE.retry);
+  }
+  if (decision.requeueAfterMs !== REQUEUE.fast || memory.idlePasses < IDLE_PASSES_BEFORE_BACKOFF) return decision.requeueAfterMs;
+  return Math.min(IDLE_BACKOFF_MAX_MS, REQUEUE.fast * 2 ** Math.min(memory.idlePasses - IDLE_PASSES_BEFORE_BACKOFF + 1, 8));
 }
 
 /**
@@ -116,19 +175,14 @@ export async function reconcileOnce(
  * generation, or a stop request. The caller holds the cluster's lease (deps.writer is fenced by it).
  */
 export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions): Promise<RunResult> {
-  let attempt: LastMembershipAttempt | undefined;
-  let readings: VoterReading[] = [];
-  let waits: Wait[] = [];
+  let memory = freshMemory();
   let blockedSince: number | undefined;
   let passes = 0;
   for (;;) {
-    const result = await reconcileOnce(deps, attempt, options.onPass, readings);
+    const result = await reconcileOnce(deps, memory, options.onPass);
     passes++;
-    attempt = result.attempt;
-    readings = result.readings;
+    memory = result.memory;
     const { decision, observed, generation } = result;
-    logWaitChanges(deps.log, deps.cluster, waits, decision.waits);
-    waits = decision.waits;
     const settled = (outcome: RunOutcome): RunResult => ({ outcome, observed, decision, passes, generation });
     const now = deps.clock.now();
     if (deps.writer.lost) return settled('LeaseLost');
@@ -138,10 +192,6 @@ export async function runUntilSettled(deps: ReconcileDeps, options: RunOptions):
     blockedSince = decision.blocked ? (blockedSince ?? now) : undefined;
     if (blockedSince !== undefined && now - blockedSince >= (options.blockedGraceMs ?? 15_000)) return settled('Blocked');
     if (now >= options.deadline) return settled(decision.blocked ? 'Blocked' : 'DeadlineExceeded');
-    // After a failed action, back off before re-observing instead of hammering etcd or the provider.
-    // Refusals that lapse by themselves (the 5 s rule, a learner just in sync) are tried again sooner.
-    const backoff = result.attempt?.errorKind !== undefined && FAST_RETRY.has(result.attempt.errorKind) ? REQUEUE.fast : REQUEUE.retry;
-    const pause = result.failed ? Math.max(decision.requeueAfterMs, backoff) : decision.requeueAfterMs;
-    await deps.clock.sleep(Math.min(pause, Math.max(0, options.deadline - now)));
+    await deps.clock.sleep(Math.min(nextPassAfter(result), Math.max(0, options.deadline - now)));
   }
 }

@@ -17,9 +17,9 @@ import { VirtualClock } from '../../src/sim/virtual-clock.ts';
 const TTL = 3_000;
 const SIDE_EFFECTS = new Set(['create', 'startMember', 'stopMember', 'delete', 'addLearner', 'promoteLearner', 'removeMember', 'moveLeader']);
 
-function manifest(name: string, replicas: number): ControlPlane {
+function manifest(name: string, replicas: number, etcd: Partial<ControlPlane['spec']['etcd']> = {}, remediation: Partial<ControlPlane['spec']['remediation']> = {}): ControlPlane {
   const base = defaultControlPlane(name);
-  return validateControlPlane({ ...base, spec: { ...base.spec, replicas } });
+  return validateControlPlane({ ...base, spec: { ...base.spec, replicas, etcd: { ...base.spec.etcd, ...etcd }, remediation: { ...base.spec.remediation, ...remediation } } });
 }
 
 /** One side effect as the model saw it: who made it, from when to when. */
@@ -214,6 +214,95 @@ describe('controller on the model, virtual time', () => {
     for (const act of actsOf('ctl-b')) assert.ok(act.start > lastOfA, `B's ${act.method} at ${String(act.start)} overlaps A's acts (until ${String(lastOfA)})`);
     assert.deepEqual(fleet.unleased, []);
     assert.deepEqual(fleet.world.violations, []);
+  });
+});
+
+/** A store that counts the write batches committed to it. */
+function counting(store: MemoryStateStore): { store: StateStore; commits: () => number } {
+  let commits = 0;
+  const wrapped = new Proxy(store, {
+    get(object, key) {
+      const value: unknown = Reflect.get(object, key);
+      if (typeof value !== 'function') return value;
+      const method = (value as (...args: unknown[]) => unknown).bind(object);
+      if (key !== 'commit') return method;
+      return (...args: unknown[]): unknown => {
+        commits++;
+        return method(...args);
+      };
+    },
+  });
+  return { store: wrapped, commits: () => commits };
+}
+
+describe('controller in guarded mode (reconfigurationCheck: fastplane), virtual time', () => {
+  const GUARDED = { reconfigurationCheck: 'fastplane' as const };
+
+  async function waitsOf(fleet: Fleet, cluster: string): Promise<string[]> {
+    return (await fleet.store.getControlPlane(cluster))?.lastPass?.waits ?? [];
+  }
+
+  test('a killed voter is removed and replaced: the readings a guarded removal needs are kept from pass to pass', async () => {
+    const fleet = new Fleet();
+    const controller = fleet.replica('ctl-a');
+    await controller.start();
+    try {
+      await fleet.store.applySpec(manifest('guarded', 3, GUARDED, { unhealthyAfter: '3s' }), fleet.clock.now());
+      await fleet.until('guarded', 1, 10 * 60_000);
+      const voters = (await fleet.store.listMachines('guarded')).filter((m) => m.phase === 'Voter');
+      assert.equal(voters.length, 3);
+      const victim = voters[0]?.name ?? '';
+      fleet.world.killMember(victim);
+      const end = fleet.clock.now() + 3 * 60_000;
+      const seen = new Set<string>();
+      for (;;) {
+        for (const wait of await waitsOf(fleet, 'guarded')) seen.add(wait.split(':')[0] ?? '');
+        const names = (await fleet.store.listMachines('guarded')).map((m) => m.name);
+        if (!names.includes(victim) && (await fleet.converged('guarded', 1))) break;
+        assert.ok(fleet.clock.now() < end, `the controller did not replace ${victim} within 3 min of virtual time; last waits: ${(await waitsOf(fleet, 'guarded')).join('; ')}`);
+        await fleet.clock.sleep(500);
+      }
+      assert.equal(fleet.world.healthyVoterCount('guarded'), 3);
+      const removed = (await fleet.store.listEvents('guarded')).find((e) => e.action === 'RemoveMember' && e.machine === victim && e.outcome === 'Succeeded');
+      assert.ok(removed, `${victim}'s member was removed`);
+    } finally {
+      await controller.stop(5_000);
+    }
+    assert.deepEqual(fleet.world.violations, []);
+  });
+
+  test('a wait that does not move: no store write and fewer passes while it lasts', async () => {
+    const fleet = new Fleet();
+    const counted = counting(fleet.store);
+    const metrics = new CountingMetrics();
+    const controller = fleet.replica('ctl-a', counted.store, metrics);
+    await controller.start();
+    try {
+      // A voter dies but is never remediated (unhealthyAfter 1 h): new machines wait at the join gate.
+      await fleet.store.applySpec(manifest('stuck', 3, GUARDED, { unhealthyAfter: '1h' }), fleet.clock.now());
+      await fleet.until('stuck', 1, 10 * 60_000);
+      const voter = (await fleet.store.listMachines('stuck')).find((m) => m.phase === 'Voter');
+      fleet.world.killMember(voter?.name ?? '');
+      await fleet.store.applySpec(manifest('stuck', 5, GUARDED, { unhealthyAfter: '1h' }), fleet.clock.now());
+      const end = fleet.clock.now() + 5 * 60_000;
+      while (!(await waitsOf(fleet, 'stuck')).some((w) => w.startsWith('VoterUnhealthy'))) {
+        assert.ok(fleet.clock.now() < end, 'the new machine reached the join gate');
+        await fleet.clock.sleep(500);
+      }
+      await fleet.clock.sleep(5_000);
+      const commits = counted.commits();
+      const passes = metrics.passes.get('stuck') ?? 0;
+      await fleet.clock.sleep(20_000);
+      assert.ok((await waitsOf(fleet, 'stuck')).some((w) => w.startsWith('VoterUnhealthy')), 'still waiting');
+      // The model's clients keep writing, so the highest raft index moves: recorded at most every 5 s.
+      const written = counted.commits() - commits;
+      assert.ok(written <= 4, `${String(written)} write batches in 20 s of a wait that did not change`);
+      // At the planner's 100 ms, 200 passes; backing off to 2 s apart after 20 passes that saw the same wait, far fewer.
+      const more = (metrics.passes.get('stuck') ?? 0) - passes;
+      assert.ok(more > 0 && more <= 40, `${String(more)} passes in 20 s of a wait that did not move`);
+    } finally {
+      await controller.stop(5_000);
+    }
   });
 });
 
