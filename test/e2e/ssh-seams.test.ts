@@ -135,7 +135,7 @@ describe('ssh provider seams on the network lab', { timeout: 900_000 }, () => {
   test('status beside up only reads, and no private key is on a command line during up or a CA rotation', async () => {
     const manifest = env.writeManifest('seams', {
       replicas: 3,
-      version: '3.5.16',
+      version: '3.4.23',
       provider: {
         name: 'ssh',
         identityFile: info.identityFile,
@@ -163,11 +163,11 @@ describe('ssh provider seams on the network lab', { timeout: 900_000 }, () => {
       for (const machine of statusOf(status.stdout).status.machines) seenPhases.add(machine.phase);
     }
     expectOk(await up.done, 'up');
-    // The hook's 10 s are a machine's Pending phase (the executor records Provisioning when create returns).
-    assert.ok(statuses >= 2 && (seenPhases.has('Pending') || seenPhases.has('Provisioning')), `status ran while machines provisioned (${String(statuses)} runs, phases ${[...seenPhases].join(',')})`);
     const machines = env.machines('seams');
     assert.equal(machines.length, 3);
     assert.equal(calls(), machines.length, 'one create hook call per machine: status never provisioned');
+    // The hook's 10 s are a machine's Pending phase (the executor records Provisioning when create returns).
+    assert.ok(statuses >= 2 && (seenPhases.has('Pending') || seenPhases.has('Provisioning')), `status ran while machines provisioned (${String(statuses)} runs, phases ${[...seenPhases].join(',')})`);
     const events = await env.run(['events', 'seams', '-o', 'json'], labEnv);
     expectOk(events, 'events');
     const parsed = JSON.parse(events.stdout) as { action: string; reason: string; result: string; message: string }[];
@@ -186,7 +186,7 @@ describe('ssh provider seams on the network lab', { timeout: 900_000 }, () => {
     assert.deepEqual(leaks, []);
   });
 
-  test('restore --replace on the hosts has exactly the backed-up keys', async () => {
+  test('restore --replace on the hosts has exactly the backed-up keys, by etcdctl (3.4) and by etcdutl (3.5)', async () => {
     const backedUp = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`/kept/${String(i).padStart(3, '0')}`, `value-${String(i)}`]));
     await put('seams', backedUp);
     const backup = await env.run(['backup', 'seams', '-o', 'json'], labEnv);
@@ -198,6 +198,15 @@ describe('ssh provider seams on the network lab', { timeout: 900_000 }, () => {
     expectOk(await env.run(['restore', 'seams', '--from', file, '--replace', '--timeout', '4m'], labEnv), 'restore --replace');
     assert.equal(calls(), before + 3, 'the restored cluster is three new machines');
     assert.deepEqual(await keysOf('seams'), backedUp);
+
+    // The same 3.4 snapshot into 3.5, whose hosts restore it with etcdutl instead of etcdctl.
+    await put('seams', { '/later/3': 'not in the backup either' });
+    expectOk(await env.run(['restore', 'seams', '--from', file, '--replace', '--version', '3.5.16', '--timeout', '4m'], labEnv), 'restore --replace --version 3.5.16');
+    assert.deepEqual(await keysOf('seams'), backedUp);
+    // Each restore's first member had its version's snapshot tool copied to its host.
+    const bins = info.hosts.map((host) => join(host.baseDir, 'bin')).filter((bin) => existsSync(bin));
+    const tools = new Set(bins.flatMap((bin) => readdirSync(bin).filter((name) => !name.startsWith('etcd-'))));
+    assert.deepEqual([...tools].sort(), ['etcdctl-3.4.23', 'etcdutl-3.5.16']);
     expectOk(await env.run(['down', 'seams'], labEnv), 'down');
   });
 });
