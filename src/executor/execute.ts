@@ -27,7 +27,7 @@ import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-a
 import type { InfraProvider, MemberLaunch } from '../ports/infra-provider.ts';
 import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/state-store.ts';
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
-import type { FencedWriter } from './fenced-writer.ts';
+import { RenewDeadlineHoldError, type FencedWriter } from './fenced-writer.ts';
 
 export interface ExecutorDeps {
   cluster: string;
@@ -260,9 +260,33 @@ async function startMember(deps: ExecutorDeps, observed: Observed, action: Start
   await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, initialCluster, action.initialClusterState));
 }
 
+/** How long the learner gets to answer right before its promotion: it answered a pass ago, so it is quick. */
+const LEARNER_CHECK_MS = 1000;
+
+/**
+ * Asks the learner itself, right before its promotion, whether it still answers: the plan was made on
+ * a reading a pass old, and a learner that stopped since would join the voters as one that is down.
+ */
+async function confirmLearnerAnswers(deps: ExecutorDeps, observed: Observed, action: PromoteLearner): Promise<void> {
+  const member = observed.members.ok ? observed.members.list.find((m) => m.id === action.memberId) : undefined;
+  const endpoint = member?.clientURLs[0] ?? observed.machines.find((m) => m.record.name === action.machine)?.record.clientURL;
+  const held = (why: string): EtcdAdminError => new EtcdAdminError('Unreachable', `promotion held: learner ${action.machine} ${why} right now`);
+  if (endpoint === undefined) throw held('has no client URL');
+  let answered: boolean;
+  try {
+    answered = await Promise.race([deps.etcd.status(endpoint).then(() => true), deps.clock.sleep(LEARNER_CHECK_MS).then(() => false)]);
+  } catch (error) {
+    throw held(`does not answer (${error instanceof Error ? error.message : String(error)})`);
+  }
+  if (!answered) throw held(`did not answer within ${String(LEARNER_CHECK_MS)}ms`);
+}
+
 async function promoteLearner(deps: ExecutorDeps, observed: Observed, action: PromoteLearner): Promise<void> {
   const endpoints = voterEndpoints(observed);
-  await deps.writer.verify();
+  // The learner's check and the promotion both end before the renew deadline, or neither starts.
+  await deps.writer.verifySteps(2, 'promotion');
+  await confirmLearnerAnswers(deps, observed, action);
+  await deps.writer.verifySteps(1, 'promotion');
   try {
     await deps.etcd.promoteLearner(endpoints, action.memberId);
   } catch (error) {
@@ -301,8 +325,10 @@ async function confirmRemainingQuorum(deps: ExecutorDeps, observed: Observed, vi
 async function removeMember(deps: ExecutorDeps, observed: Observed, action: RemoveMember): Promise<void> {
   // Never through the member being removed: it may answer "server stopped" after succeeding.
   const endpoints = voterEndpoints(observed, action.memberId);
-  await deps.writer.verify();
+  // The re-check and the removal both end before the renew deadline, or neither starts.
+  await deps.writer.verifySteps(2, 'removal');
   await confirmRemainingQuorum(deps, observed, action.memberId, endpoints);
+  await deps.writer.verifySteps(1, 'removal');
   try {
     await deps.etcd.removeMember(endpoints, action.memberId);
   } catch (error) {
@@ -353,7 +379,7 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
     // A simulated crash, a lost lease, or input the user must fix (a taken address): stop the run.
     if (endsTheRun(error)) throw error;
     const message = error instanceof Error ? error.message : String(error);
-    const outcome = error instanceof EtcdAdminError && REFUSALS.has(error.kind) ? 'Refused' : 'Failed';
+    const outcome = (error instanceof EtcdAdminError && REFUSALS.has(error.kind)) || error instanceof RenewDeadlineHoldError ? 'Refused' : 'Failed';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome, message: `${describeAction(action)} failed: ${message}`, ...machine });
     return message;
   }

@@ -26,6 +26,14 @@ export class RenewDeadlineError extends FencedOutError {
 }
 
 /**
+ * A membership change held before one of its steps (a pre-check or the call itself): the steps left
+ * would not all end before the renew deadline. Nothing was sent; the next pass observes again.
+ */
+export class RenewDeadlineHoldError extends Error {
+  override readonly name = 'RenewDeadlineHoldError';
+}
+
+/**
  * The only way a reconcile pass writes: every batch is committed under the pass's lease, and once a
  * write is fenced out (or the lease keeper finds the lease gone) every later write and every side
  * effect guarded by `ensureHeld` fails at once, so a writer that lost its lease stops acting.
@@ -55,6 +63,20 @@ export class FencedWriter {
   /** Whether the lease, as last renewed, outlives a call of the bound started now. */
   outlivesNextCall(): boolean {
     return this.leaseOutlives(this.deadline?.callBoundMs ?? 0);
+  }
+
+  /**
+   * Before each step of a membership change: `verify`, then the lease must also outlive the `steps`
+   * calls still to make (this one included, each up to the call bound), or nothing is started.
+   */
+  async verifySteps(steps: number, what: string): Promise<void> {
+    await this.verify();
+    if (!this.deadline || this.leaseOutlives(this.deadline.callBoundMs * steps)) return;
+    const { clock, ttlMs, renewedAt, callBoundMs } = this.deadline;
+    const left = renewedAt + ttlMs - clock.now();
+    throw new RenewDeadlineHoldError(
+      `${what} held: the lease of control plane ${this.lease.cluster} has ${String(left)}ms left, not enough for ${String(steps)} more calls of up to ${String(callBoundMs)}ms each; the next pass observes again`,
+    );
   }
 
   /** Whether the lease, as last renewed, is still alive `ms` from now (with the margin kept off). */

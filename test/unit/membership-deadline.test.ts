@@ -1,0 +1,141 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { defaultControlPlane } from '../../src/api/control-plane.ts';
+import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
+import { execute } from '../../src/executor/execute.ts';
+import { FencedWriter, RenewDeadlineError } from '../../src/executor/fenced-writer.ts';
+import type { MembershipAction, Observed } from '../../src/planner/types.ts';
+import type { Clock } from '../../src/ports/clock.ts';
+import { EtcdAdminError, type EtcdAdmin, type EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
+import type { InfraProvider } from '../../src/ports/infra-provider.ts';
+import { clientURLOf, healthyCluster, learner, machine, memberIdOf, observed } from '../support/observed.ts';
+
+/**
+ * Every membership call, and each of its pre-checks, must end before the lease's renew deadline: with
+ * a TTL of 10 s, a 1 s margin and calls of up to 3 s, a lease renewed at 0 allows calls until 9 s.
+ */
+const TTL_MS = 10_000;
+const MARGIN_MS = 1000;
+const CALL_BOUND_MS = 3000;
+
+class FakeClock implements Clock {
+  constructor(public t: number) {}
+  now(): number {
+    return this.t;
+  }
+  sleep(ms: number): Promise<void> {
+    this.t += ms;
+    return Promise.resolve();
+  }
+}
+
+/** etcd as the executor sees it: status answers (or not) and takes `statusTakesMs` of clock time. */
+class FakeEtcd implements EtcdAdmin {
+  readonly calls: string[] = [];
+  statusTakesMs = 10;
+  silent = new Set<string>();
+
+  constructor(private readonly clock: FakeClock) {}
+
+  status(endpoint: string): Promise<EtcdMemberStatus> {
+    this.calls.push(`status ${endpoint}`);
+    this.clock.t += this.statusTakesMs;
+    if (this.silent.has(endpoint)) return Promise.reject(new EtcdAdminError('Unreachable', `${endpoint}: connection refused`));
+    return Promise.resolve({ memberId: '1', leaderId: memberIdOf('t-1'), raftIndex: 100, raftAppliedIndex: 100, raftTerm: 2, isLearner: false, version: '3.5.16', dbSize: 1, errors: [] });
+  }
+  removeMember(_endpoints: readonly string[], memberId: string): Promise<void> {
+    this.calls.push(`remove ${memberId}`);
+    return Promise.resolve();
+  }
+  promoteLearner(_endpoints: readonly string[], memberId: string): Promise<void> {
+    this.calls.push(`promote ${memberId}`);
+    return Promise.resolve();
+  }
+  memberList(): never {
+    throw new Error('not expected');
+  }
+  addLearner(): never {
+    throw new Error('not expected');
+  }
+  moveLeader(): never {
+    throw new Error('not expected');
+  }
+  alarms(): never {
+    throw new Error('not expected');
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+async function run(startAt: number, o: Observed, action: MembershipAction, setUp: (etcd: FakeEtcd) => void = () => undefined) {
+  const clock = new FakeClock(0);
+  const store = new MemoryStateStore({ isHolderAlive: () => true });
+  await store.applySpec(defaultControlPlane('t'), 0);
+  const token = 'token-1';
+  assert.ok(await store.acquireLease('t', { token, holder: 'test', host: 'test', pid: 1, ttlMs: TTL_MS }, 0));
+  const writer = new FencedWriter(store, { cluster: 't', token }, { clock, ttlMs: TTL_MS, marginMs: MARGIN_MS, callBoundMs: CALL_BOUND_MS, renewedAt: 0 });
+  const etcd = new FakeEtcd(clock);
+  setUp(etcd);
+  clock.t = startAt;
+  const deps = { cluster: 't', etcd, provider: {} as InfraProvider, store, writer, clock, failpoint: () => undefined };
+  let outcome: unknown;
+  try {
+    outcome = await execute(deps, o, { machineActions: [], membershipAction: action, waits: [], conditions: [], requeueAfterMs: 0, converged: false, phases: {} });
+  } catch (error) {
+    outcome = error;
+  }
+  const events = await store.listEvents('t');
+  return { calls: etcd.calls, outcome, events };
+}
+
+describe('membership calls fit inside the lease renew deadline', () => {
+  const { machines, members } = healthyCluster(3);
+  const removal: MembershipAction = { kind: 'RemoveMember', memberId: memberIdOf('t-3'), machine: 't-3', peerURL: 'http://127.77.1.3:2380', reason: 'ScaleDown' };
+
+  test('with time for the re-check and the call, the removal is made', async () => {
+    const { calls } = await run(0, observed({ machines, members }), removal);
+    assert.deepEqual(calls, [`status ${clientURLOf('t-1')}`, `status ${clientURLOf('t-2')}`, `remove ${memberIdOf('t-3')}`]);
+  });
+
+  test('time for one call but not for the re-check and the call: nothing is sent, refused, the next pass observes', async () => {
+    // At 4 s a call ends by 7 s (inside 9 s), but the re-check and then the removal could end at 10 s.
+    const { calls, outcome, events } = await run(4000, observed({ machines, members }), removal);
+    assert.deepEqual(calls, []);
+    assert.ok(!(outcome instanceof Error), String(outcome));
+    const event = events.find((e) => e.action === 'RemoveMember');
+    assert.equal(event?.outcome, 'Refused');
+    assert.match(event.message, /removal held: the lease of control plane t has 6000ms left, not enough for 2 more calls of up to 3000ms each/);
+  });
+
+  test('a re-check that ends past the point where the removal still fits: the removal is not made', async () => {
+    // Starts at 2 s (fits), but the re-check takes 4.5 s: at 6.5 s the removal could end at 9.5 s.
+    const { calls, outcome } = await run(2000, observed({ machines, members }), removal, (etcd) => {
+      etcd.statusTakesMs = 2250;
+    });
+    assert.deepEqual(calls, [`status ${clientURLOf('t-1')}`, `status ${clientURLOf('t-2')}`]);
+    assert.ok(outcome instanceof RenewDeadlineError, String(outcome));
+  });
+
+  const withLearner = observed({ machines: [...machines, machine('t-4', { phase: 'Learner' })], members: [...members, learner('t-4', { leader: memberIdOf('t-1') })] });
+  const promotion: MembershipAction = { kind: 'PromoteLearner', machine: 't-4', memberId: memberIdOf('t-4'), reason: 'LearnerCaughtUp' };
+
+  test('a learner that still answers is promoted, after a status call to it', async () => {
+    const { calls } = await run(0, withLearner, promotion);
+    assert.deepEqual(calls, [`status ${clientURLOf('t-4')}`, `promote ${memberIdOf('t-4')}`]);
+  });
+
+  test('a learner that stopped answering since it was observed is not promoted', async () => {
+    const { calls, events } = await run(0, withLearner, promotion, (etcd) => etcd.silent.add(clientURLOf('t-4')));
+    assert.deepEqual(calls, [`status ${clientURLOf('t-4')}`]);
+    const event = events.find((e) => e.action === 'PromoteLearner');
+    assert.equal(event?.outcome, 'Failed');
+    assert.match(event.message, /promotion held: learner t-4 does not answer \(.*connection refused\) right now/);
+  });
+
+  test('a promotion whose learner check and call would not both fit is not started', async () => {
+    const { calls, events } = await run(4000, withLearner, promotion);
+    assert.deepEqual(calls, []);
+    assert.equal(events.find((e) => e.action === 'PromoteLearner')?.outcome, 'Refused');
+  });
+});
