@@ -47,6 +47,11 @@ export interface MachineRecord {
   unhealthySince?: number;
   /** Last time a learner's applied index moved, to tell a stuck learner from a slow one. */
   learnerProgress?: { appliedIndex: number; at: number };
+  /**
+   * How its member was last started: false with `--strict-reconfig-check=false` (etcd's own add and
+   * removal checks off). Recorded before each start; absent on machines started before it was kept.
+   */
+  strictReconfigCheck?: boolean;
 }
 
 export interface RemediationRecord {

@@ -118,6 +118,16 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
   return launch;
 }
 
+/**
+ * Starts the machine's member, first recording how (etcd's reconfiguration checks on or off): the
+ * planner's guard follows what the members run, which lags the spec until they are rolled.
+ */
+async function startMemberAs(deps: ExecutorDeps, record: MachineRecord, launch: MemberLaunch): Promise<void> {
+  const strict = launch.strictReconfigCheck !== false;
+  if (record.strictReconfigCheck !== strict) await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict } });
+  await deps.provider.startMember(deps.cluster, record.name, launch);
+}
+
 async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise<void> {
   const cp = await controlPlane(deps);
   const now = deps.clock.now();
@@ -208,7 +218,7 @@ async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Prom
       if (record.peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
       await deps.writer.verify();
       // On a data dir etcd ignores --initial-cluster, and without quorum the member list may be unreadable.
-      await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
+      await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
       return;
     }
     case 'AbandonInit':
@@ -232,7 +242,8 @@ async function initCluster(deps: ExecutorDeps, observed: Observed, name: string)
   await deps.writer.commit({ kind: 'PatchControlPlane', patch: { initMachine: name } }, { kind: 'PatchMachine', name, set: { role: 'init', initRecordedAt: now } });
   deps.failpoint('after-init-record');
   await deps.writer.verify();
-  await deps.provider.startMember(deps.cluster, name, launchFor(await controlPlane(deps), await machineRecord(deps, name), `${name}=${peerURL}`, 'new'));
+  const record = await machineRecord(deps, name);
+  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, `${name}=${peerURL}`, 'new'));
   deps.failpoint('after-init-start');
 }
 
@@ -246,7 +257,7 @@ async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLea
   deps.failpoint('before-start-member');
   await deps.writer.verify();
   const record = await machineRecord(deps, action.machine);
-  await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
+  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
   deps.failpoint('after-start-member');
 }
 
@@ -257,7 +268,7 @@ async function startMember(deps: ExecutorDeps, observed: Observed, action: Start
     action.initialClusterState === 'new' ? `${action.machine}=${peerURL}` : initialClusterFor(observed, await deps.etcd.memberList(voterEndpoints(observed)));
   deps.failpoint('before-start-member');
   await deps.writer.verify();
-  await deps.provider.startMember(deps.cluster, action.machine, launchFor(await controlPlane(deps), record, initialCluster, action.initialClusterState));
+  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, initialCluster, action.initialClusterState));
 }
 
 /** How long the learner gets to answer right before its promotion: it answered a pass ago, so it is quick. */

@@ -8,13 +8,18 @@ import { CATCH_UP_MARGIN, type ClusterView } from './view.ts';
  * `--strict-reconfig-check=false`, so etcd no longer refuses an add or a removal for its 5 s
  * peer-connection rule, and the planner makes the equivalent checks itself, on the observation of
  * the same pass (and, for removals, the readings of earlier passes). Each function returns the waits
- * that hold the change; none in etcd mode, where etcd guards itself.
+ * that hold the change; none when every member runs etcd's checks, where etcd guards itself.
  */
 
 /** etcd's default election timeout: a follower cut off from the leader for longer stops naming it. */
 export const ELECTION_TIMEOUT_MS = 1000;
 
-export const isGuarded = (view: ClusterView): boolean => view.spec.reconfigurationCheck === 'fastplane';
+/**
+ * The guard follows what the members run, not only the spec: switched back to `etcd`, members started
+ * with etcd's checks off keep them off until they are rolled, and until the last one is, fastplane
+ * checks. (Switched to `fastplane`, members still running etcd's checks only add theirs.)
+ */
+export const isGuarded = (view: ClusterView): boolean => view.spec.reconfigurationCheck === 'fastplane' || view.uncheckedMembers.length > 0;
 
 function statusOf(member: ObservedMember): EtcdMemberStatus | undefined {
   return member.status?.ok === true ? member.status.status : undefined;

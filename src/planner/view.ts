@@ -31,6 +31,12 @@ export interface ClusterView {
   active: ObservedMachine[];
   isOutdated: (machine: ObservedMachine) => boolean;
   isHealthyVoter: (member: ObservedMember) => boolean;
+  /**
+   * Machines whose member runs without etcd's add and removal checks (recorded as started with
+   * `--strict-reconfig-check=false`), whatever the spec says now: after a switch back to `etcd` they
+   * run so until rolled.
+   */
+  uncheckedMembers: string[];
 }
 
 export function peerURLOf(machine: ObservedMachine): string | undefined {
@@ -109,6 +115,9 @@ export function buildView(spec: PlannerSpec, observed: Observed, now: number): C
     active: observed.machines.filter((m) => !m.record.failed && !m.record.deleteRequested),
     isOutdated: (machine) => machine.record.version !== spec.version || machine.record.templateHash !== spec.templateHash,
     isHealthyVoter,
+    uncheckedMembers: observed.machines
+      .filter((m) => m.record.strictReconfigCheck === false && (memberByMachine.has(m.record.name) || m.infra?.memberRunning === true))
+      .map((m) => m.record.name),
   };
 }
 

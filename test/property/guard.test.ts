@@ -6,7 +6,7 @@ import { quorum } from '../../src/domain/quorum.ts';
 import { ELECTION_TIMEOUT_MS } from '../../src/planner/guard.ts';
 import { plan } from '../../src/planner/plan.ts';
 import { toPlannerSpec } from '../../src/planner/spec.ts';
-import type { ObservedMember, VoterReading } from '../../src/planner/types.ts';
+import type { ObservedMachine, ObservedMember, VoterReading } from '../../src/planner/types.ts';
 import { learner, machine, memberIdOf, NOW, observed, RAFT_INDEX, spec, voter } from '../support/observed.ts';
 import { RUNS } from './arbitraries.ts';
 
@@ -15,7 +15,8 @@ import { RUNS } from './arbitraries.ts';
  * with etcd's checks off, it passes the rules restated here independently of src/planner/guard.ts:
  * an add only with every voter answering in the leader's term, a promotion only with a quorum of
  * the new size in that term (the learner counted), a voter removal only of a non-leader and only
- * with a quorum of the voters left shown keeping up with the leader across an election timeout.
+ * with a quorum of the voters left shown keeping up with the leader across an election timeout. The
+ * same holds after a switch back to etcd's checks while a member still runs without them.
  */
 
 const MARGIN = 10;
@@ -39,9 +40,11 @@ const caseArb = fc.record({
   learnerLag: fc.option(fc.integer({ min: 0, max: 30 }), { nil: undefined }),
   joiner: fc.boolean(),
   remove: fc.boolean(),
+  /** The spec says etcd again, but this voter's member was started without etcd's checks (not rolled yet). */
+  switchedBack: fc.option(fc.nat({ max: 6 }), { nil: undefined }),
 });
 
-test('guarded mode: every membership change decided meets the guard rules', () => {
+test('guarded mode, or switched back while a member still runs without etcd\'s checks: every membership change decided meets the guard rules', () => {
   fc.assert(
     fc.property(caseArb, (c) => {
       const n = c.voters.length;
@@ -56,15 +59,21 @@ test('guarded mode: every membership change decided meets the guard rules', () =
         if (m.status?.ok === true) m.status.status.raftTerm = name === leaderName ? 2 : v.term;
         return m;
       });
-      const machines = names.map((name) => machine(name, { phase: 'Voter', templateHash: GUARDED.templateHash, deleteRequested: c.remove && name === victimName }));
+      const base = c.switchedBack === undefined ? GUARDED : spec();
+      const templateHash = base.templateHash;
+      const unchecked = c.switchedBack === undefined ? undefined : names[c.switchedBack % n];
+      const machines: ObservedMachine[] = names.map((name) => {
+        const m = machine(name, { phase: 'Voter', templateHash, deleteRequested: c.remove && name === victimName });
+        return { ...m, record: { ...m.record, strictReconfigCheck: c.switchedBack === undefined ? false : name !== unchecked } };
+      });
       let replicas = c.remove ? n - 1 : n;
       if (c.learnerLag !== undefined) {
-        machines.push(machine('t-8', { phase: 'Learner', templateHash: GUARDED.templateHash }));
+        machines.push(machine('t-8', { phase: 'Learner', templateHash }));
         members.push(learner('t-8', { leader: leaderId, raftAppliedIndex: RAFT_INDEX - c.learnerLag }));
         replicas++;
       }
       if (c.joiner) {
-        machines.push(machine('t-9', { templateHash: GUARDED.templateHash }));
+        machines.push(machine('t-9', { templateHash }));
         replicas++;
       }
       const earlierReadings: VoterReading[] = [...c.readings]
@@ -78,7 +87,7 @@ test('guarded mode: every membership change decided meets the guard rules', () =
           return { at: NOW - r.ago, statuses };
         });
       const o = { ...observed({ machines, members }), ...(earlierReadings.length > 0 ? { earlierReadings } : {}) };
-      const action = plan(spec({ ...GUARDED, replicas, remediation: GUARDED.remediation }), o, NOW).membershipAction;
+      const action = plan(spec({ ...base, replicas, remediation: base.remediation }), o, NOW).membershipAction;
       if (!action) return;
 
       const status = (m: ObservedMember) => (m.status?.ok === true ? m.status.status : undefined);

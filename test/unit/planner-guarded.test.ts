@@ -199,3 +199,43 @@ describe('guarded reconfiguration: spec and readings', () => {
     assert.equal(plan(spec({ replicas: 1 }), observed({ machines: [far] }), NOW).requeueAfterMs, REQUEUE.slow);
   });
 });
+
+describe('guarded reconfiguration: the guard follows what the members run', () => {
+  /** The observation with `names`' members recorded as started with etcd's checks on (true) or off (false). */
+  const startedWith = (o: Observed, strict: boolean, names: string[]): Observed => ({
+    ...o,
+    machines: o.machines.map((m) => (names.includes(m.record.name) ? { ...m, record: { ...m.record, strictReconfigCheck: strict } } : m)),
+  });
+
+  test('switched back to etcd, a removal still waits for readings while any member runs with etcd\'s checks off', () => {
+    // The spec says etcd; t-3 was started under fastplane and has not been rolled yet.
+    const o = startedWith(startedWith(removingT2([]), true, ['t-1', 't-2']), false, ['t-3']);
+    const held = plan(spec(), o, NOW);
+    assert.equal(held.membershipAction, undefined);
+    assert.deepEqual(codes(held), ['ConnectivityUnproven']);
+    const proven = plan(spec(), { ...o, earlierReadings: [reading(1500), reading(400)] }, NOW);
+    assert.equal(proven.membershipAction?.kind, 'RemoveMember');
+    // A voter that fell behind in a reading does not count, as in fastplane mode.
+    assert.ok(codes(plan(spec(), { ...o, earlierReadings: [reading(1200), reading(600, { 't-3': 50 })] }, NOW)).includes('VotersNotConnected'));
+  });
+
+  test('switched back to etcd, an add waits for a voter in another term while any member runs with etcd\'s checks off', () => {
+    const c = healthyCluster(3);
+    c.machines.push(machine('t-4'));
+    c.members[2] = inTerm(c.members[2] as ObservedMember, 3);
+    const unchecked = startedWith(observed(c), false, ['t-1']);
+    assert.ok(codes(plan(spec({ replicas: 5 }), unchecked, NOW)).includes('VoterOutOfStep'));
+    assert.equal(plan(spec({ replicas: 5 }), startedWith(observed(c), true, ['t-1']), NOW).membershipAction?.kind, 'AddLearner');
+  });
+
+  test('once the last member started without the checks is gone, etcd guards again: no readings needed', () => {
+    const o = startedWith(removingT2([]), true, ['t-1', 't-2', 't-3']);
+    assert.equal(plan(spec(), o, NOW).membershipAction?.kind, 'RemoveMember');
+    // A machine still recorded as unchecked whose member left the cluster (and whose process stopped) does not count.
+    const left = healthyCluster(3);
+    left.machines.push(machine('t-4', { phase: 'Deleting', deleteRequested: true, memberRunning: false }));
+    const gone = startedWith(startedWith(observed(left), true, ['t-1', 't-2', 't-3']), false, ['t-4']);
+    gone.machines[1] = { ...(gone.machines[1] as Observed['machines'][number]), record: { ...(gone.machines[1] as Observed['machines'][number]).record, deleteRequested: { reason: 'ScaleDown', at: NOW } } };
+    assert.equal(plan(spec(), gone, NOW).membershipAction?.kind, 'RemoveMember');
+  });
+});
