@@ -15,8 +15,14 @@ export interface ControllerFlags {
   maxConcurrentReconciles: string;
 }
 
-/** Passes in flight get this long to end after SIGTERM, so that with the leases' release the process exits within 10 s. */
-const SHUTDOWN_BOUND_MS = 7_000;
+/** After SIGTERM the process exits within this, whatever the store does (Kubernetes gives a pod 30 s). */
+export const SHUTDOWN_DEADLINE_MS = 10_000;
+/** Passes in flight get this long to end after SIGTERM (their calls are bounded by the lease's call bound). */
+const PASSES_BOUND_MS = 7_000;
+/** Then releasing the leases and the registration gets this long ... */
+const RELEASE_BOUND_MS = 2_000;
+/** ... and what is left of the deadline is for closing the store's client; at the deadline the process exits regardless. */
+const EXIT_MARGIN_MS = 500;
 
 export function parseMetricsAddress(text: string): { host: string; port: number } {
   const match = /^(\[[^\]]+\]|[^:\s]+):(\d{1,5})$/.exec(text);
@@ -52,7 +58,8 @@ function nextStopSignal(): Promise<NodeJS.Signals> {
 
 /**
  * `fastplane controller`: reconciles every control plane of the store until SIGTERM or SIGINT, then
- * stops taking work, lets passes in flight end, releases every lease and exits 0.
+ * stops taking work, lets passes in flight end, releases every lease and exits 0; 1 when the store did
+ * not answer in time (the leases then expire after their TTL). Either way within SHUTDOWN_DEADLINE_MS.
  */
 export async function controllerCommand(ctx: CliContext, flags: ControllerFlags): Promise<number> {
   const { host, port } = parseMetricsAddress(flags.metricsAddress);
@@ -83,13 +90,21 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
   ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs }, `controller ${id} started; metrics on http://${flags.metricsAddress}/metrics`);
   const signal = await stop;
   ctx.log.info({ id, signal }, `controller ${id} stopping (${signal}): no new work, passes in flight end, leases released`);
-  await controller.stop(SHUTDOWN_BOUND_MS);
+  let code: number = EXIT.internal;
+  // Closing the store's client (after this returns) is a call to the store too, and calls in flight
+  // may keep the process alive: at the deadline it ends regardless. Logs are written synchronously.
+  setTimeout(() => {
+    ctx.log.warn({ id, deadlineMs: SHUTDOWN_DEADLINE_MS }, `controller ${id}: shutdown deadline (${String(SHUTDOWN_DEADLINE_MS)} ms) reached; exiting`);
+    process.exit(code);
+  }, SHUTDOWN_DEADLINE_MS - EXIT_MARGIN_MS).unref();
+  const released = await controller.stop(PASSES_BOUND_MS, RELEASE_BOUND_MS);
   await new Promise<void>((resolve) => {
     server.close(() => {
       resolve();
     });
     server.closeAllConnections();
   });
-  ctx.log.info({ id }, `controller ${id} stopped`);
-  return EXIT.converged;
+  ctx.log.info({ id, released }, released ? `controller ${id} stopped` : `controller ${id} stopped; the store did not answer, so its leases expire after their TTL`);
+  code = released ? EXIT.converged : EXIT.internal;
+  return code;
 }

@@ -9,7 +9,7 @@ import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
 import { CONTROLLERS_POOL } from '../reconciler/converge.ts';
 import { freshMemory, nextPassAfter, reconcileOnce, type PassMemory, type PassResult, type ReconcileDeps } from '../reconciler/run.ts';
 import type { ChangeResult, ControllerMetrics } from './controller-metrics.ts';
-import { repeatOn, type Timers } from './timers.ts';
+import { repeatOn, within, type Timers } from './timers.ts';
 import { WorkQueue, type HandleResult } from './work-queue.ts';
 
 export const CONTROLLER_LEASE_TTL_MS = 3_000;
@@ -100,14 +100,32 @@ export class Controller {
 
   /**
    * Stops taking work, lets the passes in flight end (their membership calls are bounded by the
-   * etcd client's timeout) for at most `boundMs`, then releases every lease this replica holds.
+   * etcd client's timeout) for at most `passesBoundMs`, then releases every lease this replica holds
+   * and its registration, for at most `releaseBoundMs`: a store that does not answer must not keep
+   * the process from ending (its leases then expire after their TTL). True when everything was released.
    */
-  async stop(boundMs: number): Promise<void> {
+  async stop(passesBoundMs: number, releaseBoundMs = passesBoundMs): Promise<boolean> {
     this.stopping = true;
-    await this.watch?.close();
-    await this.queue.shutdown(boundMs);
-    await Promise.all([...this.clusters.keys()].map((cluster) => this.abdicate(cluster, 'shutting down')));
-    await this.options.store.releaseClaim(CONTROLLERS_POOL, this.options.id, this.options.id);
+    const { store, timers, id, log } = this.options;
+    // Not awaited before the passes end: closing a watch is itself a call to the store.
+    const watchClosed = this.watch?.close() ?? Promise.resolve();
+    await this.queue.shutdown(passesBoundMs);
+    const release = Promise.all([
+      watchClosed,
+      ...[...this.clusters.keys()].map((cluster) => this.abdicate(cluster, 'shutting down')),
+      store.releaseClaim(CONTROLLERS_POOL, id, id),
+    ]).then(
+      () => true,
+      (error: unknown) => {
+        log?.warn({ holder: id, err: error instanceof Error ? error.message : String(error) }, `releasing ${id}'s registration failed: ${error instanceof Error ? error.message : String(error)}`);
+        return false;
+      },
+    );
+    const released = await within(timers, releaseBoundMs, release);
+    if (!released.done) {
+      log?.warn({ holder: id, boundMs: releaseBoundMs }, `the store did not answer within ${String(releaseBoundMs)} ms while ${id} released its leases: they expire after their TTL (${String(this.ttlMs)} ms)`);
+    }
+    return released.done && released.value;
   }
 
   /** Ready when the store answers and every lease held is renewed in time. */

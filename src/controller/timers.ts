@@ -34,6 +34,24 @@ export function clockTimers(clock: Clock): Timers {
   };
 }
 
+/**
+ * The work's outcome, or `{ done: false }` once `ms` have passed first: a call to a store that stopped
+ * answering must not hold a shutdown. The work itself is left to end (or fail) on its own.
+ */
+export async function within<T>(timers: Timers, ms: number, work: Promise<T>): Promise<{ done: true; value: T } | { done: false }> {
+  let cancel: (() => void) | undefined;
+  const late = new Promise<{ done: false }>((resolve) => {
+    cancel = timers.after(ms, () => {
+      resolve({ done: false });
+    });
+  });
+  try {
+    return await Promise.race([work.then((value) => ({ done: true as const, value })), late]);
+  } finally {
+    cancel?.();
+  }
+}
+
 /** A LeaseKeeper renewal timer on these timers. */
 export function repeatOn(timers: Timers): Repeat {
   return (ms, fn) => {

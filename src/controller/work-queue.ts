@@ -1,4 +1,4 @@
-import type { Timers } from './timers.ts';
+import { within, type Timers } from './timers.ts';
 
 /** What handling a key asks for next. */
 export interface HandleResult {
@@ -108,12 +108,7 @@ export class WorkQueue {
     this.ready.length = 0;
     this.queued.clear();
     this.dirty.clear();
-    let cancel: (() => void) | undefined;
-    const bound = new Promise<void>((resolve) => {
-      cancel = this.options.timers.after(boundMs, resolve);
-    });
-    await Promise.race([Promise.allSettled([...this.active.values()]), bound]);
-    cancel?.();
+    await within(this.options.timers, boundMs, Promise.allSettled([...this.active.values()]));
   }
 
   private cancelDelay(key: string): void {
