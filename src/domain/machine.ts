@@ -96,6 +96,7 @@ export interface ControlPlaneRecord {
 /** What the lease holder's latest pass found: what waiting commands show and judge. */
 export interface PassSummary {
   generation: number;
+  /** When a pass last wrote this summary: passes that find the same write nothing. */
   at: number;
   converged: boolean;
   blocked: boolean;
