@@ -1,4 +1,7 @@
+import { join } from 'node:path';
+import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
+import { committedIndexOf } from '../adapters/etcd/wal-commit.ts';
 import { describePlan, forceNewCluster, HasQuorumError, surveyRecovery, type RecoverDeps, type RecoveryPlan } from '../dr/recover.ts';
 import { BlockedError } from '../dr/restore.ts';
 import { systemClock } from '../ports/clock.ts';
@@ -8,13 +11,23 @@ import { OUTCOME_EXIT, parseTimeout, storedManifest } from './commands.ts';
 import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 
+/**
+ * Where the local provider keeps a machine's data dir on this host (its `clusters/<name>/machines/<machine>/data`),
+ * so stopped members are read offline; an ssh provider's data dirs are on their hosts, not read here.
+ */
+function offlineReader(ctx: CliContext, manifest: ControlPlane): RecoverDeps['committedIndexOffline'] {
+  if (manifest.spec.provider.name !== 'local-process') return undefined;
+  const name = manifest.metadata.name;
+  return (machine) => committedIndexOf(join(ctx.stateDir, 'clusters', name, 'machines', machine, 'data'));
+}
+
 export interface RecoverFlags {
   yes?: boolean;
   timeout: string;
 }
 
 /**
- * `recover NAME`: prints the survivors and the plan; with --yes forces the best survivor into a
+ * `recover NAME`: prints the survivors and the plan; with --yes forces the chosen survivor into a
  * one-member cluster and converges back to `replicas`, all under the cluster's lease. A cluster with
  * quorum is bad input (exit 2): recovery would throw committed data away for nothing.
  */
@@ -22,7 +35,16 @@ export async function recoverCommand(ctx: CliContext, name: string, flags: Recov
   const timeoutMs = parseTimeout(flags.timeout);
   const startedAt = Date.now();
   const manifest = await storedManifest(ctx, name);
-  const depsOf = ({ admin, maintenance }: DayTwoClients): RecoverDeps => ({ cluster: name, store: ctx.store, provider: ctx.provider(manifest), admin, maintenance, clock: systemClock });
+  const committedIndexOffline = offlineReader(ctx, manifest);
+  const depsOf = ({ admin, maintenance }: DayTwoClients): RecoverDeps => ({
+    cluster: name,
+    store: ctx.store,
+    provider: ctx.provider(manifest),
+    admin,
+    maintenance,
+    clock: systemClock,
+    ...(committedIndexOffline === undefined ? {} : { committedIndexOffline }),
+  });
   const survey = async (deps: RecoverDeps): Promise<RecoveryPlan> => {
     try {
       return await surveyRecovery(deps);

@@ -1,4 +1,5 @@
 import type { ControlPlaneRecord } from '../domain/machine.ts';
+import type { Observed, ObservedMachine } from '../planner/types.ts';
 import { launchFor } from '../executor/execute.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
@@ -13,24 +14,32 @@ import { BlockedError } from './restore.ts';
 
 /**
  * `fastplane recover`: the way back when a majority of members is gone for good (disks lost). etcd
- * cannot change membership without quorum, so the most up-to-date survivor is restarted once with
- * --force-new-cluster (a one-member cluster keeping its data and member ID), every other machine is
- * deleted, and the normal reconcile scales back to `replicas`: parallel provisioning, one learner at
- * a time. Entries the survivor never received are lost; the report says how many may be.
+ * cannot change membership without quorum, so the voter with the highest committed index among every
+ * member whose data dir is intact (running or stopped) is restarted once with --force-new-cluster (a
+ * one-member cluster keeping its data and member ID), every other machine is deleted, and the normal
+ * reconcile scales back to `replicas`: parallel provisioning, one learner at a time. Entries the
+ * survivor never committed are lost; the report says how many may be.
  */
 
 export interface SurvivorReading {
   machine: string;
-  memberId: string;
+  memberId?: string;
   clientURL: string;
+  /** The member's committed raft index, by `source`. */
   raftIndex: number;
-  revision: number;
+  /** 'data dir': read offline from its write-ahead log; 'status': asked of the running member. */
+  source: 'data dir' | 'status';
+  running: boolean;
+  /** A learner is listed but never chosen: it may lack committed entries, and it cannot lead alone. */
+  learner: boolean;
 }
 
 export interface RecoveryPlan {
   cluster: string;
-  /** Members that answer, the most up-to-date first. */
+  /** Members with a reading, the chosen one first, then by committed index. */
   survivors: SurvivorReading[];
+  /** Machines that neither answer nor have a data dir this host can read. */
+  unread: string[];
   chosen: SurvivorReading;
   /** Machines deleted: every machine but the chosen one (other survivors' data diverges from it). */
   deleted: string[];
@@ -46,6 +55,12 @@ export interface RecoverDeps {
   admin: EtcdAdmin;
   maintenance: EtcdMaintenance;
   clock: Clock;
+  /**
+   * A member's committed index read offline from its data dir, undefined when the data dir is gone.
+   * Given only where the data dirs are on this host (the local provider); otherwise stopped members
+   * cannot be read and only running ones are compared (by their status).
+   */
+  committedIndexOffline?: (machine: string) => Promise<number | undefined>;
 }
 
 /** A cluster with quorum needs no recovery: `recover` would only throw data away. */
@@ -59,9 +74,49 @@ async function controlPlane(deps: RecoverDeps): Promise<ControlPlaneRecord> {
   return cp;
 }
 
-/** The most entries first, then the newest revision, then the oldest machine (a stable pick). */
+/** Voters before learners, then the highest committed index, then a running member, then the oldest machine. */
 function byProgress(a: SurvivorReading, b: SurvivorReading): number {
-  return b.raftIndex - a.raftIndex || b.revision - a.revision || a.machine.localeCompare(b.machine, 'en', { numeric: true });
+  return Number(a.learner) - Number(b.learner) || b.raftIndex - a.raftIndex || Number(b.running) - Number(a.running) || a.machine.localeCompare(b.machine, 'en', { numeric: true });
+}
+
+/** The survivors ordered so that the one to force comes first: never a learner. */
+export function rankSurvivors(readings: readonly SurvivorReading[]): { ranked: SurvivorReading[]; chosen?: SurvivorReading } {
+  const ranked = [...readings].sort(byProgress);
+  const chosen = ranked[0]?.learner === false ? ranked[0] : undefined;
+  return chosen === undefined ? { ranked } : { ranked, chosen };
+}
+
+/** Learner or voter: from the member list when it could be read, else from the machine's record. */
+function isLearner(observed: Observed, machine: ObservedMachine): boolean {
+  const peerURL = machine.record.peerURL;
+  if (observed.members.ok) {
+    const member = observed.members.list.find((m) => (machine.record.memberId !== undefined && m.id === machine.record.memberId) || (peerURL !== undefined && m.peerURLs.includes(peerURL)));
+    if (member) return member.isLearner;
+  }
+  // etcd never demotes: a member that was ever recorded as a voter still is one.
+  return machine.record.phaseTimes.Voter === undefined;
+}
+
+/**
+ * One machine's committed index: offline from its data dir when this host can read it (the same
+ * measure for running and stopped members), else from a running member's status.
+ */
+async function readingOf(deps: RecoverDeps, observed: Observed, machine: ObservedMachine): Promise<SurvivorReading | undefined> {
+  const { clientURL, name, memberId } = machine.record;
+  if (clientURL === undefined || machine.infra === undefined) return undefined;
+  const running = machine.infra.memberRunning;
+  const base = { machine: name, clientURL, running, learner: isLearner(observed, machine), ...(memberId === undefined ? {} : { memberId }) };
+  if (deps.committedIndexOffline) {
+    const raftIndex = await deps.committedIndexOffline(name);
+    return raftIndex === undefined ? undefined : { ...base, raftIndex, source: 'data dir' };
+  }
+  if (!running) return undefined;
+  try {
+    const usage = await deps.maintenance.usage(clientURL);
+    return { ...base, memberId: usage.memberId, raftIndex: usage.raftIndex, learner: base.learner || usage.isLearner, source: 'status' };
+  } catch {
+    return undefined;
+  }
 }
 
 /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
@@ -74,24 +129,16 @@ export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
       `control plane ${deps.cluster} has quorum (${String(view.healthyVoters.length)} of ${String(view.voters.length)} voters healthy): nothing to recover; recover is only for a majority lost for good`,
     );
   }
-  const readings = await Promise.all(
-    observed.machines.map(async (m): Promise<SurvivorReading | undefined> => {
-      const clientURL = m.record.clientURL;
-      if (clientURL === undefined || m.infra?.memberRunning !== true) return undefined;
-      try {
-        const usage = await deps.maintenance.usage(clientURL);
-        return { machine: m.record.name, memberId: usage.memberId, clientURL, raftIndex: usage.raftIndex, revision: usage.revision };
-      } catch {
-        return undefined;
-      }
-    }),
-  );
-  const survivors = readings.filter((r): r is SurvivorReading => r !== undefined).sort(byProgress);
-  const chosen = survivors[0];
-  if (!chosen) throw new BlockedError(`no member of ${deps.cluster} answers: nothing to recover from; restore from a backup (fastplane backups ${deps.cluster}, then fastplane restore ${deps.cluster} --from FILE --replace)`);
+  const readings = await Promise.all(observed.machines.map((m) => readingOf(deps, observed, m)));
+  const { ranked, chosen } = rankSurvivors(readings.filter((r): r is SurvivorReading => r !== undefined));
+  if (!chosen) {
+    const learners = ranked.length === 0 ? '' : ` (only learners have one: ${ranked.map((r) => r.machine).join(', ')})`;
+    throw new BlockedError(`no voter of ${deps.cluster} answers or has an intact data dir${learners}: nothing to recover from; restore from a backup (fastplane backups ${deps.cluster}, then fastplane restore ${deps.cluster} --from FILE --replace)`);
+  }
   const plan: RecoveryPlan = {
     cluster: deps.cluster,
-    survivors,
+    survivors: ranked,
+    unread: observed.machines.map((m) => m.record.name).filter((name) => !ranked.some((r) => r.machine === name)),
     chosen,
     deleted: observed.machines.map((m) => m.record.name).filter((name) => name !== chosen.machine),
     replicas: cp.manifest.spec.replicas,
@@ -109,10 +156,20 @@ export function describeLoss(plan: RecoveryPlan): string {
   return `up to ${String(missing)} raft entries may be lost: survivor ${chosen.machine} is at raft index ${String(chosen.raftIndex)}, the highest ever observed was ${String(highestRaftIndex)}`;
 }
 
+function describeSurvivor(s: SurvivorReading): string {
+  const state = `${s.running ? 'running' : 'stopped'}${s.learner ? ', learner: never chosen' : ''}`;
+  return `  ${s.machine}  member ${s.memberId ?? 'unknown'}  committed index ${String(s.raftIndex)} (${s.source})  ${state}`;
+}
+
 export function describePlan(plan: RecoveryPlan): string[] {
+  const { chosen } = plan;
+  const others = plan.survivors.filter((s) => s !== chosen && !s.learner);
+  const why = others.length === 0 ? 'the only voter with a reading' : `the highest committed index of the voters (${others.map((s) => `${s.machine} ${String(s.raftIndex)}`).join(', ')})`;
   return [
-    `surviving members of ${plan.cluster} (most up to date first):`,
-    ...plan.survivors.map((s) => `  ${s.machine}  member ${s.memberId}  raft index ${String(s.raftIndex)}  revision ${String(s.revision)}`),
+    `members of ${plan.cluster} with an intact data dir or an answer (highest committed index first):`,
+    ...plan.survivors.map(describeSurvivor),
+    ...(plan.unread.length === 0 ? [] : [`  not read (no data dir here, no answer): ${plan.unread.join(', ')}`]),
+    `chosen: ${chosen.machine} at committed index ${String(chosen.raftIndex)}, ${why}`,
     'plan:',
     `  1. restart ${plan.chosen.machine} once with --force-new-cluster: a one-member cluster with its data`,
     `  2. delete ${plan.deleted.length === 0 ? 'no machine' : plan.deleted.join(', ')}`,
