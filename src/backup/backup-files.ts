@@ -16,7 +16,10 @@ export interface BackupSidecar {
   memberId: string;
   revision: number;
   raftIndex: number;
+  /** Keys in bbolt as `snapshot status` counts them: every revision of every key, and etcd's own metadata. */
   totalKeys: number;
+  /** Keys the store held at `revision` (a count-only range read): what a restore reads back. */
+  liveKeys?: number;
   size: number;
   sha256: string;
   etcdVersion: string;

@@ -95,6 +95,12 @@ export async function takeBackup(deps: BackupDeps): Promise<Backup> {
     } catch (error) {
       throw new BackupError('VerificationFailed', `snapshot from ${source.member.name} does not open: ${message(error)}`);
     }
+    let liveKeys: number;
+    try {
+      liveKeys = await deps.maintenance.countKeys(source.endpoint, status.revision);
+    } catch (error) {
+      throw new BackupError('VerificationFailed', `cannot count the keys of ${source.member.name} at revision ${String(status.revision)}: ${message(error)}`);
+    }
     const sidecar: BackupSidecar = {
       cluster: deps.cluster,
       clusterId: source.usage.clusterId,
@@ -104,6 +110,7 @@ export async function takeBackup(deps: BackupDeps): Promise<Backup> {
       revision: status.revision,
       raftIndex: source.usage.raftIndex,
       totalKeys: status.totalKey,
+      liveKeys,
       size,
       sha256: await sha256OfFile(partial),
       etcdVersion: source.usage.version,

@@ -6,7 +6,7 @@ import { snapshotFileStatus } from '../adapters/etcd/etcd-tools.ts';
 import { etcdBinaryFinder } from '../adapters/etcd/etcd-binaries.ts';
 import { backupsDir, listBackups, type Backup } from '../backup/backup-files.ts';
 import { BackupError, takeBackup } from '../backup/take-backup.ts';
-import { BlockedError, checkSnapshot, recordRestore } from '../dr/restore.ts';
+import { BlockedError, checkSnapshot, recordRestore, RestoreMismatchError, verifyRestore } from '../dr/restore.ts';
 import type { FencedWriter } from '../executor/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { underLease } from '../reconciler/under-lease.ts';
@@ -152,5 +152,30 @@ export async function restoreCommand(ctx: CliContext, name: string, flags: Resto
     return EXIT.blocked;
   }
   process.stderr.write(`restoring ${name} from ${snapshot.source.file} (sha256 ${snapshot.source.sha256})\n`);
-  return reconcileAndReport(ctx, manifest, flags);
+  const code = await reconcileAndReport(ctx, manifest, flags);
+  if (code !== EXIT.converged) return code;
+  // Ends with the proof: the keys read back from the restored cluster against the backup's count.
+  const endpoints = await clientEndpoints(ctx, name);
+  try {
+    const line = await withClients(ctx, manifest, ({ maintenance }) => verifyRestore(snapshot, (revision) => countOnAny(maintenance, endpoints, revision)));
+    process.stderr.write(`${line}\n`);
+    return EXIT.converged;
+  } catch (error) {
+    if (!(error instanceof RestoreMismatchError)) throw error;
+    process.stderr.write(`error: restore of ${name} failed its check: ${error.message}\n`);
+    return EXIT.internal;
+  }
+}
+
+/** The key count at `revision` from the first member that answers. */
+async function countOnAny(maintenance: Etcd3Maintenance, endpoints: readonly string[], revision: number): Promise<number> {
+  let last: unknown = new Error('no member on record');
+  for (const endpoint of endpoints) {
+    try {
+      return await maintenance.countKeys(endpoint, revision);
+    } catch (error) {
+      last = error;
+    }
+  }
+  throw last;
 }

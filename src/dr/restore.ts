@@ -87,3 +87,23 @@ export async function recordRestore(deps: RestoreDeps, manifest: ControlPlane, s
   });
   if (!marked.done) throw new BlockedError(`another fastplane process took the lease of ${name} first; nothing was restored`);
 }
+
+/** The restored cluster does not hold what its backup recorded. */
+export class RestoreMismatchError extends Error {
+  override readonly name = 'RestoreMismatchError';
+}
+
+/**
+ * The proof a restore ends with: the keys the restored cluster holds at the backup's revision, read
+ * back, against the count its sidecar recorded when the backup was taken. Returns the line to print;
+ * throws RestoreMismatchError when they differ.
+ */
+export async function verifyRestore(snapshot: CheckedSnapshot, countKeys: (revision: number) => Promise<number>): Promise<string> {
+  const sidecar = snapshot.sidecar;
+  if (sidecar?.liveKeys === undefined) return `restored keys not checked: ${snapshot.source.file} has no recorded key count (taken before backups recorded one, or not by fastplane backup)`;
+  const restored = await countKeys(sidecar.revision);
+  if (restored !== sidecar.liveKeys) {
+    throw new RestoreMismatchError(`the restored cluster holds ${String(restored)} keys at revision ${String(sidecar.revision)}, but the backup ${snapshot.source.file} recorded ${String(sidecar.liveKeys)}; do not use it as the restored cluster`);
+  }
+  return `restore verified: ${String(restored)} keys at revision ${String(sidecar.revision)}, as the backup recorded`;
+}

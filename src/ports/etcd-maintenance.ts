@@ -28,6 +28,8 @@ export interface EtcdMaintenance {
    * leaving the sink unended, when the stream fails.
    */
   snapshot(endpoint: string, sink: Writable): Promise<void>;
+  /** How many keys the store held at `revision`, asked of the member behind this one endpoint. */
+  countKeys(endpoint: string, revision: number): Promise<number>;
   /** Compacts the key-value history up to `revision`; a revision compacted already counts as done. */
   compact(endpoints: readonly string[], revision: number): Promise<void>;
   /** Defragments the backend of the member behind this one endpoint (it blocks that member meanwhile). */

@@ -75,6 +75,7 @@ describe('backup and restore on real etcd', { timeout: 600_000 }, () => {
     assert.equal(backup.sha256, sha256(backup.file));
     assert.equal(backup.size, readFileSync(backup.file).length);
     assert.ok(backup.revision >= KEYS, `revision ${String(backup.revision)} covers every write`);
+    assert.equal(backup.liveKeys, KEYS, 'the keys held at the backup revision');
     const { members, statuses } = await askEtcd(source.status);
     assert.ok(members.some((m) => m.id === backup.memberId && m.name === backup.member), 'names a member of the cluster');
     assert.equal(backup.etcdVersion, statuses[0]?.version);
@@ -91,6 +92,7 @@ describe('backup and restore on real etcd', { timeout: 600_000 }, () => {
     await writeKeys(source, '/after/', 50);
     const run = await env.run(['restore', 'copy', '--from', backup.file, '--replicas', '3', '--timeout', '180s', '-o', 'json']);
     assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stderr, new RegExp(`restore verified: ${String(KEYS)} keys at revision ${String(backup.revision)}, as the backup recorded`));
     const restored = statusOf(run.stdout);
     const { members } = await askEtcd(restored.status);
     assert.equal(members.filter((m) => !m.isLearner).length, 3, 'three voters');
@@ -148,9 +150,20 @@ describe('backup and restore on real etcd', { timeout: 600_000 }, () => {
     assert.equal(backups.length, (JSON.parse(before) as Backup[]).length + 1, 'a backup of the replaced cluster');
     const replacedBackup = backups.find((b) => !before.includes(b.file));
     assert.ok(replacedBackup !== undefined && replacedBackup.revision > backup.revision, 'it holds the writes made after the first backup');
+    assert.match(run.stderr, new RegExp(`restore verified: ${String(KEYS)} keys at revision ${String(backup.revision)}, as the backup recorded`));
     const doc = statusOf(run.stdout);
     assert.equal(doc.status.voters, 1);
     assert.deepEqual(await readAll(doc), Object.fromEntries(atBackup));
+  });
+
+  test('a restore whose keys read back differ from the count its backup recorded fails (exit 1) and says so', async () => {
+    const file = join(env.stateDir, 'miscounted.db');
+    copyFileSync(backup.file, file);
+    writeFileSync(`${file}.json`, JSON.stringify({ ...backup, liveKeys: KEYS + 1 }));
+    const run = await env.run(['restore', 'miscounted', '--from', file, '--replicas', '1', '--timeout', '120s']);
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(run.stderr, new RegExp(`error: restore of miscounted failed its check: the restored cluster holds ${String(KEYS)} keys at revision ${String(backup.revision)}, but the backup .*miscounted\\.db recorded ${String(KEYS + 1)}`));
+    assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
   });
 
   test('a backup with no member answering fails with exit 3 and leaves no file', async () => {

@@ -104,6 +104,10 @@ export class Etcd3Maintenance implements EtcdMaintenance {
     });
   }
 
+  countKeys(endpoint: string, revision: number): Promise<number> {
+    return this.call(() => this.client(endpoint).getAll().revision(revision).count());
+  }
+
   async compact(endpoints: readonly string[], revision: number): Promise<void> {
     try {
       await this.anyOf(endpoints, (client) => client.kv.compact({ revision, physical: true }));
