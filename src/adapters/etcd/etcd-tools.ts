@@ -30,11 +30,16 @@ const TOOL_TIMEOUT_MS = 600_000;
 /** Where the etcd binary of a version is: the installed ones, or a control plane's own lookup (spec.etcd.binaries). */
 export type FindEtcdBinary = (version: string) => string;
 
-function snapshotTool(version: string, findBinary: FindEtcdBinary): string {
-  const dir = dirname(findBinary(version));
+/** The snapshot tool beside an etcd binary: etcdutl from 3.5 on, etcdctl (API v3) before it. */
+export function snapshotToolBeside(etcdBinary: string): string {
+  const dir = dirname(etcdBinary);
   const tool = ['etcdutl', 'etcdctl'].map((name) => join(dir, name)).find((path) => existsSync(path));
-  if (tool === undefined) throw new Error(`neither etcdutl nor etcdctl is installed beside etcd ${version} (${dir})`);
+  if (tool === undefined) throw new Error(`neither etcdutl nor etcdctl is installed beside ${etcdBinary}`);
   return tool;
+}
+
+function snapshotTool(version: string, findBinary: FindEtcdBinary): string {
+  return snapshotToolBeside(findBinary(version));
 }
 
 function run(tool: string, args: string[]): Promise<string> {

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname } from 'node:path';
 import { InvalidInputError } from '../../../api/errors.ts';
 import type { MemberLaunch } from '../../../ports/infra-provider.ts';
+import { snapshotToolBeside } from '../../etcd/etcd-tools.ts';
 import { sha256OfFile } from '../../state-files.ts';
 import { placeFilesScript, q, receiveFileScript, restoreScript, SNAPSHOT_CHANGED, type RemoteMember } from './remote-scripts.ts';
 import type { SshConnections, SshTarget } from './ssh-connections.ts';
@@ -43,14 +43,6 @@ export async function ensureRemoteCopy(ssh: SshConnections, host: SshTarget, loc
   }
   await ssh.exec(host, `chmod 755 ${q(part)} && mv ${q(part)} ${q(remote)}`);
   return remote;
-}
-
-/** The snapshot tool beside an etcd binary: etcdutl from 3.5 on, etcdctl (API v3) before it. */
-function snapshotToolBeside(etcdBinary: string): string {
-  const dir = dirname(etcdBinary);
-  const tool = ['etcdutl', 'etcdctl'].map((name) => join(dir, name)).find((path) => existsSync(path));
-  if (tool === undefined) throw new Error(`neither etcdutl nor etcdctl is installed beside ${etcdBinary}`);
-  return tool;
 }
 
 /**

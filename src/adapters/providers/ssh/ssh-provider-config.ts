@@ -3,7 +3,7 @@ import type { ControlPlane } from '../../../api/control-plane.ts';
 import { parseDuration } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
-import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
+import { etcdBinaryFinder } from '../../etcd/etcd-binaries.ts';
 import { SshProvider } from './ssh-provider.ts';
 
 const DEFAULT_BASE_DIR = '/var/lib/fastplane';
@@ -28,13 +28,14 @@ export function sshProviderFor(manifest: ControlPlane, stateDir: string, store: 
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
   const binaries = spec.etcdBinaries ?? {};
+  const installed = etcdBinaryFinder(manifest.spec.etcd.binaries);
   return new SshProvider({
     stateDir,
     hosts: spec.hosts ?? [],
     identityFile,
     knownHostsFile,
     baseDir: spec.baseDir ?? DEFAULT_BASE_DIR,
-    findBinary: (version) => binaries[version] ?? findEtcdBinary(version),
+    findBinary: (version) => binaries[version] ?? installed(version),
     version: manifest.spec.version,
     claims: store,
     ...(spec.provision === undefined
