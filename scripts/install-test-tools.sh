@@ -6,6 +6,8 @@
 #    Prometheus and queries its HTTP API.
 #  - sshd, nft: scripts/netlab.sh, the network lab of the ssh provider's tests: one sshd per host in its
 #    own network namespace, and network faults (partitions, packet loss) as nftables rules.
+#  - faketime: test/e2e/lease-clock.test.ts runs a controller replica whose clock runs ahead of the
+#    others', to show that a lease is judged on the store's clock only.
 # Each tool is a command the tests run and the Debian packages that provide it; only missing ones are
 # installed. apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
@@ -19,6 +21,7 @@ TOOLS=(
   "prometheus prometheus"
   "sshd openssh-server"
   "nft nftables"
+  "faketime faketime"
 )
 
 missing=()

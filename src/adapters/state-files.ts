@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { link, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isProcessAlive } from './providers/local/process-status.ts';
+import type { ProcessIdentity } from '../ports/state-store.ts';
+import { isProvenGone, ownIdentity } from './host/process-identity.ts';
 
 /** Files in the state dir that several CLI processes (and parallel machine creations) share. */
 
@@ -18,13 +20,29 @@ export async function writeFileAtomic(path: string, data: string, mode = 0o644):
 
 const STALE_LOCK_MS = 10_000;
 
+/** The identity a lock file names (one JSON line); none in a lock of an older version or a torn one. */
+function lockHolder(held: string): ProcessIdentity | undefined {
+  try {
+    const { identity } = JSON.parse(held) as { identity?: Partial<ProcessIdentity> };
+    const { bootId, pidNamespace, pid, startTime } = identity ?? {};
+    if (typeof bootId === 'string' && typeof pidNamespace === 'string' && typeof pid === 'number' && typeof startTime === 'number') return { bootId, pidNamespace, pid, startTime };
+  } catch {
+    // Not a lock this version wrote.
+  }
+  return undefined;
+}
+
 /**
- * Runs fn holding an exclusive lock file that names its holder (PID and a unique token). The holder
- * touches it every 2 s, so a lock is broken only when its holder is a process of this host that no
- * longer runs (the state dir is local) or, whatever its PID, when it went untouched for 10 s.
+ * Runs fn holding an exclusive lock file that names its holder (a unique token and the holder's
+ * process identity). The holder touches it every 2 s, so a lock is broken only when its holder is
+ * proven gone (src/adapters/host/process-identity.ts: not merely a PID that is free here, which in a
+ * state dir shared with a container may be another namespace's) or when this process saw it untouched
+ * for 10 s. Its times are only compared with each other, never with this process's clock.
  */
 export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
-  const content = `${String(process.pid)} ${randomUUID()}\n`;
+  const identity = ownIdentity();
+  const content = `${JSON.stringify({ token: randomUUID(), pid: process.pid, ...(identity ? { identity } : {}) })}\n`;
+  let seen: { held: string; mtimeMs: number; since: number } | undefined;
   for (;;) {
     try {
       await writeFile(path, content, { flag: 'wx' });
@@ -32,10 +50,16 @@ export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const held = await readFile(path, 'utf8').catch(() => undefined);
-      const age = await stat(path).then((info) => Date.now() - info.mtimeMs, () => 0);
-      const holderPid = Number(held?.split(' ')[0]);
-      const holderGone = held !== undefined && held.endsWith('\n') && Number.isInteger(holderPid) && holderPid > 0 && !isProcessAlive(holderPid);
-      if (held !== undefined && (holderGone || age > STALE_LOCK_MS)) await breakLock(path, held);
+      const mtimeMs = await stat(path).then((info) => info.mtimeMs, () => undefined);
+      if (held === undefined || mtimeMs === undefined) {
+        // Released while we looked, most likely.
+        await sleep(20);
+        continue;
+      }
+      if (seen?.held !== held || seen.mtimeMs !== mtimeMs) seen = { held, mtimeMs, since: performance.now() };
+      const untouched = performance.now() - seen.since > STALE_LOCK_MS;
+      // A holder dies mid-write only before its line ends: such a lock is only ever broken as untouched.
+      if (untouched || (held.endsWith('\n') && isProvenGone(lockHolder(held)))) await breakLock(path, held);
       else await sleep(20);
     }
   }

@@ -33,11 +33,16 @@ export interface StateStore {
 
   /**
    * Takes the cluster's lease when it is free, expired (not renewed within its TTL), or held by a
-   * process of this host that no longer runs, or always with `force` (the old holder is then fenced
+   * process proven gone (see ProcessIdentity), or always with `force` (the old holder is then fenced
    * out). True when `holder.token` now holds it.
+   *
+   * Expiry is judged on one clock, the store's own, never by comparing the clocks of two processes:
+   * etcd expires the lease server-side (an etcd lease with the holder's TTL), SQLite on its host's
+   * clock. `now` (the caller's clock) dates the record for messages, and is the clock itself only for
+   * the in-process memory store, whose callers all share it.
    */
   acquireLease(cluster: string, holder: LeaseHolder, now: number, options?: { force?: boolean }): Promise<boolean>;
-  /** Renews the caller's lease; undefined when it is no longer the caller's. */
+  /** Renews the caller's lease for its TTL from (at the latest) the call; undefined when it is no longer the caller's. */
   renewLease(cluster: string, token: string, now: number): Promise<LeaseRecord | undefined>;
   releaseLease(cluster: string, token: string): Promise<void>;
   getLease(cluster: string): Promise<LeaseRecord | undefined>;
@@ -82,9 +87,28 @@ export interface LeaseHolder {
   token: string;
   /** Who holds it, for messages: host name and PID, or a controller's --id. */
   holder: string;
+  /** For messages only: two hosts or containers may share a host name. */
   host: string;
   pid: number;
   ttlMs: number;
+  /** The holding process as its kernel knows it; absent where /proc cannot tell (and in older records). */
+  identity?: ProcessIdentity;
+}
+
+/**
+ * A process as its host's kernel knows it: what proves, on that host and in that PID namespace only,
+ * that it is gone. A host name proves nothing (containers and cloned hosts share them), nor does a PID
+ * alone (PIDs are reused), so a holder is proven gone only when boot and PID namespace are the prover's
+ * and its PID is free or names a process started at another time.
+ */
+export interface ProcessIdentity {
+  /** /proc/sys/kernel/random/boot_id: this boot of this kernel. */
+  bootId: string;
+  /** The PID namespace, as `readlink /proc/self/ns/pid` names it (`pid:[4026531836]`). */
+  pidNamespace: string;
+  pid: number;
+  /** Field 22 of /proc/PID/stat: when the process started, in clock ticks since boot. */
+  startTime: number;
 }
 
 export interface LeaseRecord extends LeaseHolder {
@@ -117,9 +141,10 @@ export class FencedOutError extends Error {
 }
 
 /**
- * Whether another writer may take a lease at `now`: not renewed within its own TTL (whatever PID it
- * names: PIDs are reused), or held by a process of this host that has exited (no need to wait out the TTL).
+ * Whether another writer may take a lease at `now`, on a clock every user of the store shares (the
+ * memory store's): not renewed within its own TTL, or its holder is no longer alive (`isAlive` says
+ * "alive" unless the holder is proven gone).
  */
-export function leaseIsFree(lease: LeaseRecord, now: number, thisHost: string, isAlive: (pid: number) => boolean): boolean {
-  return now - lease.renewedAt > lease.ttlMs || (lease.host === thisHost && !isAlive(lease.pid));
+export function leaseIsFree(lease: LeaseRecord, now: number, isAlive: (holder: LeaseHolder) => boolean): boolean {
+  return now - lease.renewedAt > lease.ttlMs || !isAlive(lease);
 }

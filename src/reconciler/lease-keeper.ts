@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import { ownIdentity } from '../adapters/host/process-identity.ts';
 import { FencedWriter } from '../executor/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
 import type { LeaseRecord, StateStore } from '../ports/state-store.ts';
 
-/** A lease not renewed for this long is free for another writer, whatever PID it names. */
+/** A lease not renewed for this long (on the store's clock) is free for another writer, whatever PID it names. */
 export const DEFAULT_LEASE_TTL_MS = 10_000;
 /** Renewal at most this far apart, so a holder that is alive is never taken for dead. */
 const MAX_RENEW_INTERVAL_MS = 2_000;
@@ -21,7 +22,11 @@ export function leaseCallBoundMs(ttlMs: number): number {
   return Math.min(MAX_CALL_BOUND_MS, Math.floor(ttlMs / 3));
 }
 
-/** Kept off the TTL before a call: clock skew between hosts and the store's latency. */
+/**
+ * Kept off the TTL before a call: the store's latency and the drift between this process's clock rate
+ * and the store's. Not skew between hosts: the store judges expiry on its own clock, from no earlier
+ * than the renewal was sent, and this process measures from when it sent it, on its own.
+ */
 export function leaseMarginMs(ttlMs: number): number {
   return Math.max(100, Math.floor(ttlMs / 10));
 }
@@ -80,7 +85,9 @@ export class LeaseKeeper {
   static async acquire(store: StateStore, cluster: string, options: LeaseKeeperOptions): Promise<LeaseKeeper | undefined> {
     const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
     const token = randomUUID();
-    const holder = { token, holder: options.holder ?? `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs };
+    const identity = ownIdentity();
+    // The identity, not the host name, is what lets another process of this host prove this one gone.
+    const holder = { token, holder: options.holder ?? `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs, ...(identity ? { identity } : {}) };
     const now = options.clock.now();
     if (!(await store.acquireLease(cluster, holder, now, { force: options.force === true }))) return undefined;
     const keeper = new LeaseKeeper(store, cluster, token, { ...options, ttlMs }, now);

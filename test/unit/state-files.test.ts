@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { ownIdentity } from '../../src/adapters/host/process-identity.ts';
 import { withLock } from '../../src/adapters/state-files.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-lock-'));
@@ -18,15 +19,39 @@ function deadPid(): number {
   return Number(child.stdout.trim());
 }
 
+/** A lock file as withLock writes it, naming a process of this boot and PID namespace (or of another). */
+function lockOf(pid: number, other: { bootId?: string } = {}): string {
+  const identity = ownIdentity();
+  assert.ok(identity, 'this process has an identity');
+  return `${JSON.stringify({ token: 'left-behind', pid, identity: { ...identity, pid, ...other } })}\n`;
+}
+
 describe('withLock', () => {
-  test('a lock left by a process that no longer runs is taken over at once, not after 10 s', async () => {
+  test('a lock left by a process of this host that no longer runs is taken over at once, not after 10 s', async () => {
     const path = join(dir, 'dead.lock');
-    writeFileSync(path, `${String(deadPid())} left-behind\n`);
+    writeFileSync(path, lockOf(deadPid()));
     const started = Date.now();
     const value = await withLock(path, () => Promise.resolve('ran'));
     assert.equal(value, 'ran');
     assert.ok(Date.now() - started < 5_000, 'not the 10 s staleness wait');
     assert.equal(existsSync(path), false, 'released');
+  });
+
+  test('a lock naming a PID free here, but of another boot or with no identity (an older lock), is waited for', async () => {
+    const path = join(dir, 'foreign.lock');
+    for (const content of [lockOf(deadPid(), { bootId: '00000000-0000-4000-8000-000000000000' }), `${String(deadPid())} left-behind\n`]) {
+      writeFileSync(path, content);
+      let ran = false;
+      const waiting = withLock(path, () => {
+        ran = true;
+        return Promise.resolve();
+      });
+      await sleep(300);
+      assert.equal(ran, false, `its holder is not proven gone: ${content}`);
+      rmSync(path);
+      await waiting;
+      assert.equal(ran, true);
+    }
   });
 
   test("a live holder's lock is waited for; holders never overlap", async () => {

@@ -1,11 +1,9 @@
-import { hostname } from 'node:os';
 import type { Etcd3, ICompare, IKeyValue, IRequestOp, ITxnResponse } from 'etcd3';
 import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo } from '../../domain/record-writes.ts';
 import {
   FencedOutError,
-  leaseIsFree,
   type AppliedSpec,
   type LeaseHolder,
   type LeaseRecord,
@@ -15,7 +13,7 @@ import {
   type StoreWrite,
   type WriterLease,
 } from '../../ports/state-store.ts';
-import { isProcessAlive } from '../providers/local/process-status.ts';
+import { isProvenGone } from '../host/process-identity.ts';
 import { batchTxn, decodeClusterRead, leaseCompare, put, readOps, remove, unchanged } from './etcd-commit.ts';
 import { watchEtcdSpecs } from './etcd-spec-watch.ts';
 import { EtcdEndpoints, EtcdKeys, prefixEnd, type EtcdStoreConnection } from './etcd-store-client.ts';
@@ -24,8 +22,8 @@ import { decodeControlPlane, decodeEvent, decodeLease, decodeMachine } from './r
 export interface EtcdStateStoreOptions extends EtcdStoreConnection {
   /** Where the records live (default `/fastplane/`); several fastplane installations may share one etcd. */
   prefix?: string;
-  /** Whether a lease holder's process on this host is alive (default: ask the OS). */
-  isHolderAlive?: (pid: number) => boolean;
+  /** Whether a lease's holder may still run (default: unless /proc proves it gone, src/adapters/host/process-identity.ts). */
+  isHolderAlive?: (holder: LeaseHolder) => boolean;
 }
 
 /**
@@ -39,36 +37,32 @@ function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/**
- * The TTL of the etcd lease behind a cluster lease: twice the holder's, in whole seconds. It is only the
- * backstop that clears a dead holder's key (the record's renewedAt decides when the lease is free), so
- * one etcd lease serves several renewals: it is re-granted once half of it has passed.
- */
+/** The TTL of the etcd lease behind a cluster lease: the holder's, rounded up to whole seconds (etcd's unit). */
 function ttlSeconds(ttlMs: number): number {
-  return Math.max(2, Math.ceil((2 * ttlMs) / 1000));
+  return Math.max(1, Math.ceil(ttlMs / 1000));
 }
+
+/** etcd's answer to a put under an etcd lease that expired since it was read. */
+const LEASE_NOT_FOUND = /lease not found/i;
 
 /**
  * The StateStore in etcd, for fastplane processes on several hosts (or one management cluster). Records
  * are JSON values under a key prefix (layout in etcd-store-client.ts); every fenced write is one
  * transaction conditional on the writer's lease key (etcd-commit.ts). A cluster's lease key is attached
- * to an etcd lease with the holder's TTL, re-granted at each renewal, so the key of a holder that died
- * goes away by itself (granted for twice the TTL, re-granted once half of that has passed); the JSON record still carries renewedAt, judged on the caller's clock as in
- * every other store.
+ * to an etcd lease with the holder's TTL, granted when the lease is taken and kept alive by each
+ * renewal: etcd expires it, and deletes the key, on its own clock. The lease is free exactly when the
+ * key is gone; no process compares its clock with the times another wrote in the record.
  */
 export class EtcdStateStore implements StateStore {
   private readonly etcd: EtcdEndpoints;
   private readonly keys: EtcdKeys;
-  private readonly host = hostname();
-  private readonly isHolderAlive: (pid: number) => boolean;
+  private readonly isHolderAlive: (holder: LeaseHolder) => boolean;
   private readonly watches = new Set<SpecWatch>();
-  /** etcd leases this store granted, with when they expire on this process's clock (ms). */
-  private readonly granted = new Map<string, number>();
 
   constructor(options: EtcdStateStoreOptions) {
     this.etcd = new EtcdEndpoints(options);
     this.keys = new EtcdKeys(options.prefix ?? '/fastplane/');
-    this.isHolderAlive = options.isHolderAlive ?? isProcessAlive;
+    this.isHolderAlive = options.isHolderAlive ?? ((holder) => !isProvenGone(holder.identity));
   }
 
   /** Where the store is, for messages. */
@@ -160,7 +154,8 @@ export class EtcdStateStore implements StateStore {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const kv = await this.get(key);
       const current = kv && decodeLease('leases', key, kv.value.toString());
-      const taken = current !== undefined && current.token !== holder.token && !leaseIsFree(current, now, this.host, this.isHolderAlive);
+      // Present means unexpired: etcd deleted the key of a holder that stopped renewing.
+      const taken = current !== undefined && current.token !== holder.token && this.isHolderAlive(current);
       if (taken && options.force !== true) return false;
       const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
       const record: LeaseRecord = { ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false };
@@ -174,9 +169,16 @@ export class EtcdStateStore implements StateStore {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const kv = await this.get(key);
       const current = kv && decodeLease('leases', key, kv.value.toString());
-      if (current?.token !== token) return undefined;
+      if (!kv || current?.token !== token) return undefined;
+      // Kept alive before the record is rewritten: the TTL runs again from no earlier than this call.
+      if (!(await this.etcd.keepAlive(kv.lease))) return undefined;
       const renewed = { ...current, renewedAt: now };
-      if (await this.putLease(key, kv, renewed)) return renewed;
+      const written = await this.txn([unchanged(key, kv)], [put(key, renewed, kv.lease)]).catch((error: unknown) => {
+        // Expired between the keep-alive and the write: the next read says so.
+        if (error instanceof Error && LEASE_NOT_FOUND.test(error.message)) return undefined;
+        throw error;
+      });
+      if (written?.succeeded === true) return renewed;
     }
     throw this.contended(`renew the lease of ${cluster}`);
   }
@@ -209,7 +211,7 @@ export class EtcdStateStore implements StateStore {
       // The same etcd lease: asking the holder to stop must not extend its life.
       const stopping = await this.txn(leaseCompare(key, kv), [put(key, { ...current, stopRequested: true }, kv.lease)]).catch((error: unknown) => {
         // The holder's etcd lease ran out between the read and the write: there is nobody to stop.
-        if (error instanceof Error && /lease not found/i.test(error.message)) return undefined;
+        if (error instanceof Error && LEASE_NOT_FOUND.test(error.message)) return undefined;
         throw error;
       });
       if (stopping === undefined || stopping.succeeded) return;
@@ -265,33 +267,21 @@ export class EtcdStateStore implements StateStore {
     throw new Error(`state store: claim ${kv.key.toString()} is corrupt: ${text.slice(0, 80)}`);
   }
 
-  /**
-   * Writes the lease record, if the key is as read, under the etcd lease it already has when this store
-   * granted that one and more than half of it is left; otherwise under a newly granted one.
-   */
+  /** Writes a new holder's record, if the key is as read, under a newly granted etcd lease of its TTL. */
   private async putLease(key: string, kv: IKeyValue | undefined, record: LeaseRecord): Promise<boolean> {
-    const ttl = ttlSeconds(record.ttlMs);
-    const current = kv?.lease;
-    const expiresAt = current === undefined ? undefined : this.granted.get(current);
-    if (current !== undefined && expiresAt !== undefined && expiresAt - Date.now() > (ttl * 1000) / 2) {
-      return (await this.txn([unchanged(key, kv)], [put(key, record, current)])).succeeded;
-    }
-    const grantedAt = Date.now();
-    const granted = await this.etcd.write((client) => client.leaseClient.leaseGrant({ TTL: ttl }));
+    const granted = await this.etcd.write((client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds(record.ttlMs) }));
     const response = await this.txn([unchanged(key, kv)], [put(key, record, granted.ID)]).catch((error: unknown) => {
       this.revoke(granted.ID);
       throw error;
     });
-    if (response.succeeded) this.granted.set(granted.ID, grantedAt + ttl * 1000);
-    // The old etcd lease holds no key any more (or the new one never got one): let it go, off the renewal's path.
-    this.revoke(response.succeeded ? current : granted.ID);
+    // The old etcd lease holds no key any more (or the new one never got one): let it go.
+    this.revoke(response.succeeded ? kv?.lease : granted.ID);
     return response.succeeded;
   }
 
   /** Best effort, not awaited: an etcd lease left behind expires with its TTL anyway. */
   private revoke(id: string | undefined): void {
     if (id === undefined || id === '0') return;
-    this.granted.delete(id);
     void this.etcd.write((client) => client.leaseClient.leaseRevoke({ ID: id })).catch(() => undefined);
   }
 

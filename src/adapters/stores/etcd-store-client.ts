@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { rootCertificates } from 'node:tls';
-import { Etcd3, type IOptions } from 'etcd3';
+import { castGrpcError, Etcd3, type ILeaseKeepAliveResponse, type IOptions } from 'etcd3';
 import { noop } from 'cockatiel';
 import { classifyEtcdError, type TlsCredentials } from '../etcd/etcd3-admin.ts';
 
@@ -89,6 +89,34 @@ export class EtcdEndpoints {
 
   write<T>(run: (client: Etcd3) => Promise<T>): Promise<T> {
     return this.inTurn(run, neverReachedEtcd);
+  }
+
+  /**
+   * One keep-alive of an etcd lease: its TTL runs again from when etcd receives it. False when the
+   * lease is gone (etcd answers TTL 0: expired or revoked). Sent again to the next endpoint after any
+   * failure, as a read is: a second keep-alive only restarts the TTL once more.
+   */
+  keepAlive(id: string): Promise<boolean> {
+    return this.inTurn(async (client) => {
+      // A stream has no deadline by default (etcdClientOptions): this one gets the unary calls' own.
+      const stream = await client.leaseClient.leaseKeepAlive({ deadline: Date.now() + this.callTimeoutMs });
+      try {
+        const answer = await new Promise<ILeaseKeepAliveResponse>((resolve, reject) => {
+          stream.on('data', resolve);
+          stream.on('error', (error) => {
+            reject(castGrpcError(error));
+          });
+          stream.on('end', () => {
+            reject(new Error('the keep-alive stream ended without an answer'));
+          });
+          stream.write({ ID: id });
+        });
+        return answer.TTL !== '0';
+      } finally {
+        // Half-closed, not cancelled: etcd3 counts a cancelled stream's error against the endpoint.
+        stream.end();
+      }
+    }, () => true);
   }
 
   private async inTurn<T>(run: (client: Etcd3) => Promise<T>, moveOn: (error: unknown) => boolean): Promise<T> {

@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
@@ -14,7 +13,7 @@ import {
   type StoreWrite,
   type WriterLease,
 } from '../../ports/state-store.ts';
-import { isProcessAlive } from '../providers/local/process-status.ts';
+import { isProvenGone } from '../host/process-identity.ts';
 
 /**
  * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared
@@ -37,9 +36,11 @@ function compareText(a: string, b: string): number {
 }
 
 export interface MemoryStateStoreOptions {
-  /** Whether a lease holder's process on this host is alive (default: ask the OS). */
-  isHolderAlive?: (pid: number) => boolean;
+  /** Whether a lease's holder may still run (default: unless /proc proves it gone, src/adapters/host/process-identity.ts). */
+  isHolderAlive?: (holder: LeaseHolder) => boolean;
 }
+
+const unlessProvenGone = (holder: LeaseHolder): boolean => !isProvenGone(holder.identity);
 
 export class MemoryStateStore implements StateStore {
   private controlPlanes = new Map<string, ControlPlaneRecord>();
@@ -51,11 +52,10 @@ export class MemoryStateStore implements StateStore {
   /** pool -> key -> owner. */
   private claims = new Map<string, Map<string, string>>();
   private watchers = new Set<(cluster: string) => void>();
-  private readonly isHolderAlive: (pid: number) => boolean;
-  private readonly host = hostname();
+  private readonly isHolderAlive: (holder: LeaseHolder) => boolean;
 
   constructor(options: MemoryStateStoreOptions = {}) {
-    this.isHolderAlive = options.isHolderAlive ?? isProcessAlive;
+    this.isHolderAlive = options.isHolderAlive ?? unlessProvenGone;
   }
 
   getControlPlane(name: string): Promise<ControlPlaneRecord | undefined> {
@@ -239,7 +239,8 @@ export class MemoryStateStore implements StateStore {
   }
 
   private isFree(lease: LeaseRecord, now: number): boolean {
-    return leaseIsFree(lease, now, this.host, this.isHolderAlive);
+    // One process, one clock: its callers' `now` is the store's own.
+    return leaseIsFree(lease, now, this.isHolderAlive);
   }
 
   private assertHolds(lease: WriterLease): void {

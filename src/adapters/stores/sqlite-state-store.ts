@@ -1,13 +1,11 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
-import { hostname } from 'node:os';
 import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
 import {
   FencedOutError,
-  leaseIsFree,
   type AppliedSpec,
   type LeaseHolder,
   type LeaseRecord,
@@ -17,7 +15,8 @@ import {
   type StoreWrite,
   type WriterLease,
 } from '../../ports/state-store.ts';
-import { isProcessAlive } from '../providers/local/process-status.ts';
+import { bootClock } from '../host/boot-clock.ts';
+import { isProvenGone } from '../host/process-identity.ts';
 import { CorruptStateError, decodeControlPlane, decodeEvent, decodeLease, decodeMachine } from './record-codec.ts';
 import { watchSqliteSpecs } from './sqlite-spec-watch.ts';
 
@@ -74,6 +73,12 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (pool, key)
   );
   `,
+  // When a lease was last renewed on the host's boot clock (the record's times are its writers' own
+  // clocks): the only time its expiry is judged by. Rows written before have no boot ('').
+  `
+  ALTER TABLE leases ADD COLUMN boot_id TEXT NOT NULL DEFAULT '';
+  ALTER TABLE leases ADD COLUMN renewed_boot_ms INTEGER NOT NULL DEFAULT 0;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -81,6 +86,11 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 interface RecordRow {
   key: string;
   record: string;
+}
+
+interface LeaseRow extends RecordRow {
+  boot_id: string;
+  renewed_boot_ms: number;
 }
 
 function prepareStatements(db: Database.Database) {
@@ -109,10 +119,14 @@ function prepareStatements(db: Database.Database) {
     listEvents: db.prepare<[string, number], RecordRow & { id: number }>(
       `SELECT '#' || id AS key, id, record FROM events WHERE cluster = ? AND id > ? ORDER BY id`,
     ),
-    getLease: db.prepare<[string], RecordRow>('SELECT cluster AS key, record FROM leases WHERE cluster = ?'),
-    putLease: db.prepare<[string, string]>(
-      `INSERT INTO leases (cluster, record) VALUES (?, ?) ON CONFLICT (cluster) DO UPDATE SET record = excluded.record`,
+    getLease: db.prepare<[string], LeaseRow>('SELECT cluster AS key, record, boot_id, renewed_boot_ms FROM leases WHERE cluster = ?'),
+    /** A new holder or a renewal: the record and when, on the boot clock. */
+    putLease: db.prepare<[string, string, string, number]>(
+      `INSERT INTO leases (cluster, record, boot_id, renewed_boot_ms) VALUES (?, ?, ?, ?)
+       ON CONFLICT (cluster) DO UPDATE SET record = excluded.record, boot_id = excluded.boot_id, renewed_boot_ms = excluded.renewed_boot_ms`,
     ),
+    /** The record only (a stop request): the lease lives no longer for it. */
+    updateLeaseRecord: db.prepare<[string, string]>('UPDATE leases SET record = ? WHERE cluster = ?'),
     deleteLease: db.prepare<[string]>('DELETE FROM leases WHERE cluster = ?'),
     insertClaim: db.prepare<[string, string, string]>('INSERT INTO claims (pool, key, owner) VALUES (?, ?, ?) ON CONFLICT (pool, key) DO NOTHING'),
     getClaim: db.prepare<[string, string], { owner: string }>('SELECT owner FROM claims WHERE pool = ? AND key = ?'),
@@ -121,11 +135,14 @@ function prepareStatements(db: Database.Database) {
   };
 }
 
-/** The durable StateStore: one SQLite file shared by every fastplane process on the host. */
+/**
+ * The durable StateStore: one SQLite file shared by every fastplane process on the host. A lease's
+ * expiry is judged on the host's boot clock (src/adapters/host/boot-clock.ts), which all those
+ * processes share, never on the callers' own clocks.
+ */
 export class SqliteStateStore implements StateStore {
   private readonly db: Database.Database;
   private readonly statements: ReturnType<typeof prepareStatements>;
-  private readonly host = hostname();
 
   constructor(private readonly path: string) {
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
@@ -253,8 +270,9 @@ export class SqliteStateStore implements StateStore {
   acquireLease(cluster: string, holder: LeaseHolder, now: number, options: { force?: boolean } = {}): Promise<boolean> {
     return settle(() =>
       this.immediate(() => {
-        const current = this.readLease(cluster);
-        const taken = current !== undefined && current.token !== holder.token && !leaseIsFree(current, now, this.host, isProcessAlive);
+        const row = this.statements.getLease.get(cluster);
+        const current = row && this.leaseOf(row);
+        const taken = row !== undefined && current !== undefined && current.token !== holder.token && !expired(row, current) && !isProvenGone(current.identity);
         if (taken && options.force !== true) return false;
         const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
         this.writeLease({ ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false });
@@ -289,7 +307,7 @@ export class SqliteStateStore implements StateStore {
   requestStop(cluster: string, token: string): Promise<void> {
     return settle(() => { this.immediate(() => {
         const current = this.readLease(cluster);
-        if (current?.token === token) this.writeLease({ ...current, stopRequested: true });
+        if (current?.token === token) this.statements.updateLeaseRecord.run(JSON.stringify({ ...current, stopRequested: true }), cluster);
       }); },
     );
   }
@@ -347,12 +365,29 @@ export class SqliteStateStore implements StateStore {
 
   private readLease(cluster: string): LeaseRecord | undefined {
     const row = this.statements.getLease.get(cluster);
-    return row && decodeLease('leases', row.key, row.record);
+    return row && this.leaseOf(row);
   }
 
-  private writeLease(lease: LeaseRecord): void {
-    this.statements.putLease.run(lease.cluster, JSON.stringify(lease));
+  private leaseOf(row: LeaseRow): LeaseRecord {
+    return decodeLease('leases', row.key, row.record);
   }
+
+  /** Dated on the boot clock: the lease lives its TTL from now, whatever the caller's clock says. */
+  private writeLease(lease: LeaseRecord): void {
+    const clock = bootClock();
+    this.statements.putLease.run(lease.cluster, JSON.stringify(lease), clock?.bootId ?? '', clock?.ms ?? 0);
+  }
+}
+
+/**
+ * Not renewed within its TTL on this boot's clock. A row of another boot (written before the host
+ * restarted) or without one (an older fastplane, a host without /proc) can only be judged by the
+ * record's own time, on this host's wall clock.
+ */
+function expired(row: LeaseRow, lease: LeaseRecord): boolean {
+  const clock = bootClock();
+  if (clock !== undefined && row.boot_id === clock.bootId) return clock.ms - row.renewed_boot_ms > lease.ttlMs;
+  return Date.now() - lease.renewedAt > lease.ttlMs;
 }
 
 /** The synchronous driver's result or error as a promise: callers see one asynchronous port. */

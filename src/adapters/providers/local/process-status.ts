@@ -27,6 +27,20 @@ export function processArguments(pid: number): string[] {
 /** PF_EXITING in /proc/PID/stat's flags: the task has begun to exit (a zombie keeps it). */
 const PF_EXITING = 0x4;
 
+/**
+ * The fields of a /proc stat file (`/proc/PID/stat`, `/proc/PID/task/TID/stat`) from field 3 (the
+ * state letter) on, so field N (as proc(5) counts) is at index N - 3; undefined once it is gone.
+ */
+export function statFields(path: string): string[] | undefined {
+  try {
+    const stat = readFileSync(path, 'utf8');
+    // "pid (comm) state ppid ...": comm may hold spaces and ')', so fields start after the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).trimEnd().split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
 /** State letter and flags of each thread of the process, from /proc; none once it is gone. */
 function threads(pid: number): { state: string; flags: number }[] {
   let ids: string[];
@@ -36,14 +50,9 @@ function threads(pid: number): { state: string; flags: number }[] {
     return [];
   }
   return ids.flatMap((tid) => {
-    try {
-      const stat = readFileSync(`/proc/${String(pid)}/task/${tid}/stat`, 'utf8');
-      // "tid (comm) state ppid pgrp session tty tpgid flags ...": comm may hold spaces and ')'.
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      return [{ state: fields[0] ?? '', flags: Number(fields[6] ?? 0) }];
-    } catch {
-      return []; // the thread ended while we looked
-    }
+    const fields = statFields(`/proc/${String(pid)}/task/${tid}/stat`);
+    // None when the thread ended while we looked.
+    return fields ? [{ state: fields[0] ?? '', flags: Number(fields[6] ?? 0) }] : [];
   });
 }
 
