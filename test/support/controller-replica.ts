@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
+import { spawnSync, type ChildProcess } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { EventRecord } from '../../src/domain/machine.ts';
 import type { CliEnv, CliRun } from './cli.ts';
@@ -24,8 +24,8 @@ export interface ControllerReplica {
 }
 
 /** Starts `fastplane ARGS` (a controller) under the env and collects its JSON log lines from stdout. */
-export function startController(env: CliEnv, args: string[]): ControllerReplica {
-  const { child, done } = env.start(args);
+export function startController(env: CliEnv, args: string[], extraEnv: Record<string, string> = {}): ControllerReplica {
+  const { child, done } = env.start(args, extraEnv);
   const lines: ControllerLine[] = [];
   let partial = '';
   child.stdout?.on('data', (chunk: Buffer) => {
@@ -66,4 +66,22 @@ export async function httpGet(url: string): Promise<{ status: number; body: stri
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The environment Debian's `faketime -f OFFSET` gives the command it runs (libfaketime preloaded), so
+ * that a replica's wall and monotonic clocks run OFFSET ahead of everyone else's. Its per-run shared
+ * memory is left out (it goes away with that faketime process; a fixed offset needs none), and the
+ * offset is read on every call rather than cached.
+ */
+export function clockOffsetEnv(offset: string): Record<string, string> {
+  const run = spawnSync('faketime', ['-f', offset, 'env', '-0'], { encoding: 'utf8' });
+  if (run.error !== undefined || run.status !== 0) {
+    assert.fail(`faketime -f ${offset} did not run (scripts/install-test-tools.sh installs it): ${run.error?.message ?? run.stderr}`);
+  }
+  const wanted = new Set(['LD_PRELOAD', 'FAKETIME']);
+  const pairs = run.stdout.split('\0').map((entry) => [entry.slice(0, entry.indexOf('=')), entry.slice(entry.indexOf('=') + 1)] as const);
+  const found = Object.fromEntries(pairs.filter(([name]) => wanted.has(name)));
+  assert.deepEqual(Object.keys(found).sort(), [...wanted].sort(), `faketime sets ${[...wanted].join(' and ')}`);
+  return { ...found, FAKETIME_NO_CACHE: '1' };
 }
