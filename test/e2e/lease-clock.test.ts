@@ -5,6 +5,7 @@ import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultControlPlane, validateControlPlane } from '../../src/api/control-plane.ts';
 import { EtcdStateStore } from '../../src/adapters/stores/etcd-state-store.ts';
+import { EtcdEndpoints } from '../../src/adapters/stores/etcd-store-client.ts';
 import { SqliteStateStore } from '../../src/adapters/stores/sqlite-state-store.ts';
 import type { StateStore } from '../../src/ports/state-store.ts';
 import { cliEnvFactory, type CliEnv } from '../support/cli.ts';
@@ -113,4 +114,26 @@ describe('a lease is judged on the store clock: a replica whose clock runs ahead
     run.records = records;
     await skewedReplicaWaits(env, [], records, run, '127.175.0');
   });
+});
+
+test("etcd's own clock: a keep-alive of an expired or revoked lease answers TTL 0, and a put under it is refused", async () => {
+  const run: (typeof started)[number] = { replicas: [] };
+  started.push(run);
+  run.etcd = await startSingleEtcd('127.174.0.241');
+  const etcd = new EtcdEndpoints({ endpoints: [run.etcd.endpoint] });
+  try {
+    const key = Buffer.from('k');
+    const granted = await etcd.write((client) => client.leaseClient.leaseGrant({ TTL: 1 }));
+    assert.equal(granted.TTL, '2', "raised to etcd's minimum at the default election timeout");
+    await etcd.write((client) => client.kv.put({ key, value: Buffer.from('v'), lease: granted.ID }));
+    assert.equal(await etcd.keepAlive(granted.ID), true);
+    await waitFor('etcd to expire the lease and delete its key', async () => ((await etcd.read((client) => client.kv.range({ key }))).kvs.length === 0 ? true : undefined), 10_000, 50);
+    assert.equal(await etcd.keepAlive(granted.ID), false, 'expired');
+    const revoked = await etcd.write((client) => client.leaseClient.leaseGrant({ TTL: 10 }));
+    await etcd.write((client) => client.leaseClient.leaseRevoke({ ID: revoked.ID }));
+    assert.equal(await etcd.keepAlive(revoked.ID), false, 'revoked');
+    await assert.rejects(etcd.write((client) => client.kv.put({ key, value: Buffer.from('v'), lease: revoked.ID })), /requested lease not found/);
+  } finally {
+    etcd.close();
+  }
 });
