@@ -9,7 +9,7 @@ import { FencedOutError, type StateStore, type StoreWrite, type WriterLease } fr
 export interface RenewDeadline {
   clock: Clock;
   ttlMs: number;
-  /** Kept off the TTL for clock skew between hosts and the store's own latency. */
+  /** Kept off the TTL for the store's own latency and clock drift; expiry is judged on the store's clock, so skew between hosts does not count. */
   marginMs: number;
   /** The longest a guarded call may take (the etcd client's call timeout, a provider call's bound). */
   callBoundMs: number;
