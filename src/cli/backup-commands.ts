@@ -7,9 +7,9 @@ import { etcdBinaryFinder } from '../adapters/etcd/etcd-binaries.ts';
 import { backupsDir, listBackups, type Backup } from '../backup/backup-files.ts';
 import { BackupError, takeBackup } from '../backup/take-backup.ts';
 import { BlockedError, checkSnapshot, recordRestore, RestoreMismatchError, verifyRestore } from '../dr/restore.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
-import { underLease } from '../reconciler/under-lease.ts';
+import { underLease } from '../lease/under-lease.ts';
 import { destroyUnderLease, leaseOptions, parseTimeout, reconcileAndReport, resolveManifest, storedManifest, type RunFlags } from './commands.ts';
 import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
@@ -137,6 +137,7 @@ export async function restoreCommand(ctx: CliContext, name: string, flags: Resto
       {
         store: ctx.store,
         clock: systemClock,
+        identity: ctx.identity,
         backupExisting: async () => backupOf(ctx, await storedManifest(ctx, name)),
         destroyExisting: async () => destroyUnderLease(ctx, await storedManifest(ctx, name), { waitMs: 30_000, force: false }),
         onNote: (text) => process.stderr.write(`${text}\n`),

@@ -1,7 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { listBackups, sidecarPath } from '../backup/backup-files.ts';
 import type { ObservedCare } from '../planner/types.ts';
 import type { CarePort } from '../ports/care.ts';

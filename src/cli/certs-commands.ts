@@ -3,7 +3,7 @@ import { describeCertificate, type CertificateInfo } from '../adapters/providers
 import { launchFor } from '../executor/execute.ts';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { renewCertificates, rotateCertificateAuthority, type RenewDeps } from '../dr/renew-certificates.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { underLeaseWithClients, withClients } from './backup-commands.ts';
 import { storedManifest } from './commands.ts';

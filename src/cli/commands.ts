@@ -5,10 +5,10 @@ import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { validateVersionChange } from '../api/version-change.ts';
 import { specEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
-import { underLease, type UnderLeaseOptions } from '../reconciler/under-lease.ts';
+import { underLease, type UnderLeaseOptions } from '../lease/under-lease.ts';
 import type { CliContext } from './context.ts';
 import { EXIT } from './exit-codes.ts';
 import { loadManifestForCli } from './manifest-file.ts';
@@ -142,6 +142,7 @@ export async function reconcileManifest(ctx: CliContext, manifest: ControlPlane,
       clock: systemClock,
       deadline: startedAt + timeoutMs,
       leaseTtlMs: ctx.leaseTtlMs,
+      identity: ctx.identity,
       depsFor,
       log: ctx.log,
       onPass: (pass) => {
@@ -234,6 +235,7 @@ export function leaseOptions(ctx: CliContext, name: string, options: { waitMs: n
     ...options,
     clock: systemClock,
     ttlMs: ctx.leaseTtlMs,
+    identity: ctx.identity,
     onAsked: (holder) => {
       process.stderr.write(`asked ${holder} to stop reconciling ${name}\n`);
     },

@@ -11,12 +11,13 @@ import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.
 import { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
 import type { SshProvider } from '../adapters/providers/ssh/ssh-provider.ts';
 import { sshProviderFor } from '../adapters/providers/ssh/ssh-provider-config.ts';
+import { ownIdentity } from '../adapters/host/process-identity.ts';
 import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
-import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../reconciler/lease-keeper.ts';
+import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../lease/lease-keeper.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { carePortFor } from './care-port.ts';
@@ -61,6 +62,8 @@ export class CliContext {
   private readonly logOptions: LogOptions;
   readonly hooks: TestHooks;
   readonly leaseTtlMs: number;
+  /** This process as its kernel knows it, for the lease records it writes. */
+  readonly identity = ownIdentity();
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
   /** One per control plane, so its SSH connections are shared by every pass. */

@@ -5,7 +5,7 @@ import { serveEndpoints } from '../controller/http-endpoints.ts';
 import { PrometheusMetrics } from '../controller/prometheus-metrics.ts';
 import { systemTimers } from '../controller/timers.ts';
 import { systemClock } from '../ports/clock.ts';
-import { leaseCallBoundMs } from '../reconciler/lease-keeper.ts';
+import { leaseCallBoundMs } from '../lease/lease-keeper.ts';
 import type { CliContext } from './context.ts';
 import { EXIT } from './exit-codes.ts';
 
@@ -74,6 +74,7 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     timers: systemTimers,
     maxConcurrentReconciles,
     leaseTtlMs: ctx.leaseTtlMs,
+    identity: ctx.identity,
     // ctx's etcd clients time out at this bound, so the renew deadline covers whole calls.
     callBoundMs: leaseCallBoundMs(ctx.leaseTtlMs),
     log: ctx.log,

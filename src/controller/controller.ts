@@ -1,11 +1,11 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord, MachinePhase } from '../domain/machine.ts';
-import { FencedOutError, type SpecWatch, type StateStore } from '../ports/state-store.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import { FencedOutError, type ProcessIdentity, type SpecWatch, type StateStore } from '../ports/state-store.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { REQUEUE } from '../planner/plan.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
-import { LeaseKeeper } from '../reconciler/lease-keeper.ts';
+import { LeaseKeeper } from '../lease/lease-keeper.ts';
 import { CONTROLLERS_POOL } from '../reconciler/converge.ts';
 import { freshMemory, nextPassAfter, reconcileOnce, type PassMemory, type PassResult, type ReconcileDeps } from '../reconciler/run.ts';
 import type { ChangeResult, ControllerMetrics } from './controller-metrics.ts';
@@ -29,6 +29,8 @@ export interface ControllerOptions {
   leaseTtlMs?: number;
   /** How long a provider or membership call may take (the etcd client's timeout); default from the TTL. */
   callBoundMs?: number;
+  /** This process's identity for the lease records (LeaseKeeperOptions.identity). */
+  identity?: ProcessIdentity | undefined;
   /** A pass's ports under this replica's writer for the cluster; `notify` gets every recorded event. */
   depsFor: (manifest: ControlPlane, writer: FencedWriter, notify: (event: EventRecord) => void) => Promise<ReconcileDeps>;
   log?: Logger;
@@ -167,6 +169,7 @@ export class Controller {
       clock,
       ttlMs: this.ttlMs,
       holder: id,
+      identity: this.options.identity,
       repeat: repeatOn(timers),
       ...(this.options.callBoundMs === undefined ? {} : { callBoundMs: this.options.callBoundMs }),
       ...(log === undefined ? {} : { log }),

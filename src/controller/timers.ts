@@ -1,5 +1,5 @@
 import type { Clock } from '../ports/clock.ts';
-import type { Repeat } from '../reconciler/lease-keeper.ts';
+import type { Repeat } from '../lease/lease-keeper.ts';
 
 /**
  * Timers as a port, beside the Clock: the controller's queue and lease renewals run on real timers in

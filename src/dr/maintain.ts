@@ -1,4 +1,4 @@
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdAlarm } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';

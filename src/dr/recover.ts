@@ -1,7 +1,7 @@
 import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { Observed, ObservedMachine } from '../planner/types.ts';
 import { launchFor } from '../executor/execute.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';

@@ -1,5 +1,5 @@
 import type { MachineRecord } from '../domain/machine.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { MemberLaunch } from '../ports/infra-provider.ts';

@@ -6,8 +6,8 @@ import { sha256OfFile } from '../adapters/state-files.ts';
 import { readSidecar, type Backup, type BackupSidecar } from '../backup/backup-files.ts';
 import type { SnapshotSource } from '../domain/machine.ts';
 import type { Clock } from '../ports/clock.ts';
-import type { StateStore } from '../ports/state-store.ts';
-import { underLease } from '../reconciler/under-lease.ts';
+import type { ProcessIdentity, StateStore } from '../ports/state-store.ts';
+import { underLease } from '../lease/under-lease.ts';
 
 /** A safety gate said no (a lease holder that would not stop): exit 3, nothing changed by this command. */
 export class BlockedError extends Error {
@@ -57,6 +57,8 @@ export function checkSnapshotVersion(snapshot: CheckedSnapshot, version: string)
 export interface RestoreDeps {
   store: StateStore;
   clock: Clock;
+  /** This process's identity for the lease record (LeaseKeeperOptions.identity). */
+  identity?: ProcessIdentity | undefined;
   /** `--replace`: backs the existing cluster up; throws when it cannot (then nothing is replaced). */
   backupExisting: () => Promise<Backup>;
   /** `--replace`: deletes the existing cluster under its lease; false when its holder kept the lease. */
@@ -79,7 +81,7 @@ export async function recordRestore(deps: RestoreDeps, manifest: ControlPlane, s
     deps.onNote(`backed up ${name} before replacing it: ${backup.file}`);
     if (!(await deps.destroyExisting())) throw new BlockedError(`another fastplane process still reconciles ${name}; nothing was replaced`);
   }
-  const marked = await underLease(deps.store, name, { clock: deps.clock, waitMs: 0, force: false }, async (writer) => {
+  const marked = await underLease(deps.store, name, { clock: deps.clock, identity: deps.identity, waitMs: 0, force: false }, async (writer) => {
     // Under the lease, so no reconcile can initialise the cluster from an empty data dir first.
     const applied = await deps.store.applySpec(manifest, deps.clock.now());
     if (!applied.created) throw new BlockedError(`control plane ${name} was created by another command meanwhile; nothing was restored`);

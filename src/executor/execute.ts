@@ -27,7 +27,7 @@ import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-a
 import type { InfraProvider, MemberLaunch } from '../ports/infra-provider.ts';
 import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/state-store.ts';
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
-import { RenewDeadlineHoldError, type FencedWriter } from './fenced-writer.ts';
+import { RenewDeadlineHoldError, type FencedWriter } from '../lease/fenced-writer.ts';
 
 export interface ExecutorDeps {
   cluster: string;

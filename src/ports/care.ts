@@ -1,4 +1,4 @@
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import type { ObservedCare } from '../planner/types.ts';
 
 /**

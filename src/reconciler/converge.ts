@@ -1,11 +1,11 @@
 import { specDifferences } from '../domain/record-writes.ts';
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord } from '../domain/machine.ts';
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
-import { FencedOutError, type StateStore } from '../ports/state-store.ts';
-import { LeaseKeeper } from './lease-keeper.ts';
+import { FencedOutError, type ProcessIdentity, type StateStore } from '../ports/state-store.ts';
+import { LeaseKeeper } from '../lease/lease-keeper.ts';
 import { runUntilSettled, type PassReport, type ReconcileDeps, type RunOutcome } from './run.ts';
 
 /** What a command that stored a generation learns about it. */
@@ -28,6 +28,8 @@ export interface ConvergeOptions {
   /** Lease changes and the run's outcome at info; each run's passes log through depsFor's logger. */
   log?: Logger;
   leaseTtlMs?: number;
+  /** This process's identity for the lease record (LeaseKeeperOptions.identity). */
+  identity?: ProcessIdentity | undefined;
   blockedGraceMs?: number;
   /** How long to leave a new generation to a registered controller (default 3 s). */
   controllerGraceMs?: number;
@@ -74,6 +76,7 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
   for (;;) {
     const keeper = await LeaseKeeper.acquire(store, cluster, {
       clock,
+      identity: options.identity,
       ...(options.leaseTtlMs === undefined ? {} : { ttlMs: options.leaseTtlMs }),
       ...(options.log === undefined ? {} : { log: options.log }),
     });

@@ -2,7 +2,7 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDurationRange } from '../api/duration.ts';
 import { FailpointCrash, type FailpointName } from '../executor/failpoints.ts';
 import type { ExecutorDeps } from '../executor/execute.ts';
-import { FencedWriter } from '../executor/fenced-writer.ts';
+import { FencedWriter } from '../lease/fenced-writer.ts';
 import { runUntilSettled, type RunOptions, type RunResult } from '../reconciler/run.ts';
 import { ModelEtcdAdmin, ModelProvider } from './model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld, type ModelTimings } from './model-world.ts';

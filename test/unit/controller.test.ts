@@ -5,10 +5,10 @@ import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.t
 import { Controller } from '../../src/controller/controller.ts';
 import type { ChangeResult, ControllerMetrics } from '../../src/controller/controller-metrics.ts';
 import { clockTimers } from '../../src/controller/timers.ts';
-import { FencedWriter, RenewDeadlineError } from '../../src/executor/fenced-writer.ts';
+import { FencedWriter, RenewDeadlineError } from '../../src/lease/fenced-writer.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import { leaseIsFree, type StateStore } from '../../src/ports/state-store.ts';
-import { LeaseKeeper, leaseCallBoundMs } from '../../src/reconciler/lease-keeper.ts';
+import { LeaseKeeper, leaseCallBoundMs } from '../../src/lease/lease-keeper.ts';
 import { ModelEtcdAdmin, ModelProvider } from '../../src/sim/model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld } from '../../src/sim/model-world.ts';
 import { seededRandom } from '../../src/sim/random.ts';

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import { defaultControlPlane } from '../../src/api/control-plane.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
 import { execute } from '../../src/executor/execute.ts';
-import { FencedWriter, RenewDeadlineError } from '../../src/executor/fenced-writer.ts';
+import { FencedWriter, RenewDeadlineError } from '../../src/lease/fenced-writer.ts';
 import type { MembershipAction, Observed } from '../../src/planner/types.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';

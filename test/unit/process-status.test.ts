@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import { isProvenGone, ownIdentity, processStartTime } from '../../src/adapters/host/process-identity.ts';
-import { isExiting, isProcessAlive, processArguments } from '../../src/adapters/providers/local/process-status.ts';
+import { isExiting, isProcessAlive, processArguments } from '../../src/adapters/host/process-status.ts';
 
 const started: number[] = [];
 after(() => {

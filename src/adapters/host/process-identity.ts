@@ -1,6 +1,6 @@
 import { readFileSync, readlinkSync } from 'node:fs';
 import type { ProcessIdentity } from '../../ports/state-store.ts';
-import { statFields } from '../providers/local/process-status.ts';
+import { statFields } from './process-status.ts';
 
 /**
  * Who holds a lease or a lock, told apart from every other process: on this host only, and only when

@@ -1,6 +1,6 @@
 import { readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
+import { isExiting, isProcessAlive, processArguments } from '../../host/process-status.ts';
 
 /** The local provider's etcd processes: found, stopped and started by PID and data dir. */
 

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
-import { ownIdentity } from '../adapters/host/process-identity.ts';
-import { FencedWriter } from '../executor/fenced-writer.ts';
+import { FencedWriter } from './fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
-import type { LeaseRecord, StateStore } from '../ports/state-store.ts';
+import type { LeaseRecord, ProcessIdentity, StateStore } from '../ports/state-store.ts';
 
 /** A lease not renewed for this long (on the store's clock) is free for another writer, whatever PID it names. */
 export const DEFAULT_LEASE_TTL_MS = 10_000;
@@ -47,6 +46,11 @@ export interface LeaseKeeperOptions {
   ttlMs?: number;
   /** Real time: the lease is judged by wall-clock renewals even when the run uses a virtual clock. */
   clock: Clock;
+  /**
+   * This process as its kernel knows it (the composition root reads it from /proc): what lets another
+   * process of this host prove this holder gone. Without it the lease is only ever waited out.
+   */
+  identity?: ProcessIdentity | undefined;
   /** Take the lease even from a live holder, which is then fenced out (`down --force`). */
   force?: boolean;
   /** Taking, losing, being asked to give up and releasing the lease are logged here at info. */
@@ -85,7 +89,7 @@ export class LeaseKeeper {
   static async acquire(store: StateStore, cluster: string, options: LeaseKeeperOptions): Promise<LeaseKeeper | undefined> {
     const ttlMs = options.ttlMs ?? DEFAULT_LEASE_TTL_MS;
     const token = randomUUID();
-    const identity = ownIdentity();
+    const { identity } = options;
     // The identity, not the host name, is what lets another process of this host prove this one gone.
     const holder = { token, holder: options.holder ?? `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs, ...(identity ? { identity } : {}) };
     const now = options.clock.now();

@@ -1,6 +1,6 @@
-import type { FencedWriter } from '../executor/fenced-writer.ts';
+import type { FencedWriter } from './fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
-import type { StateStore } from '../ports/state-store.ts';
+import type { ProcessIdentity, StateStore } from '../ports/state-store.ts';
 import { LeaseKeeper } from './lease-keeper.ts';
 
 export interface UnderLeaseOptions {
@@ -11,6 +11,8 @@ export interface UnderLeaseOptions {
   force: boolean;
   /** The lease's TTL (default DEFAULT_LEASE_TTL_MS). */
   ttlMs?: number;
+  /** This process's identity for the lease record (LeaseKeeperOptions.identity). */
+  identity?: ProcessIdentity | undefined;
   /** Told who was asked to stop, once. */
   onAsked?: (holder: string) => void;
 }
@@ -27,7 +29,7 @@ export async function underLease<T>(store: StateStore, cluster: string, options:
   const deadline = clock.now() + options.waitMs;
   let asked = false;
   for (;;) {
-    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, force: options.force && clock.now() >= deadline, ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) });
+    const keeper = await LeaseKeeper.acquire(store, cluster, { clock, identity: options.identity, force: options.force && clock.now() >= deadline, ...(options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) });
     if (keeper) {
       try {
         return { done: true, value: await work(keeper.writer) };
