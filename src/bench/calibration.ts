@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdAdminError, type EtcdAdmin } from '../ports/etcd-admin.ts';
-import type { InfraProvider, MachineInfra } from '../ports/infra-provider.ts';
+import type { InfraProvider, MachineInfra } from '../ports/machine-provider.ts';
 import { addRuleFor, type AddRule } from './critical-path-bound.ts';
 import { seconds } from './stats.ts';
 

@@ -1,5 +1,5 @@
 import { InvalidInputError } from '../api/errors.ts';
-import { describeCertificate, type CertificateInfo } from '../adapters/providers/local/local-pki.ts';
+import { describeCertificate, type CertificateInfo } from '../adapters/pki/local-pki.ts';
 import { launchFor } from '../executor/execute.ts';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { renewCertificates, rotateCertificateAuthority, type RenewDeps } from '../dr/renew-certificates.ts';

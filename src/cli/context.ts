@@ -3,16 +3,17 @@ import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { ControlPlane } from '../api/control-plane.ts';
-import { parseDuration, parseDurationRange } from '../api/duration.ts';
+import { parseDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import type { Etcd3Admin } from '../adapters/etcd/etcd3-admin.ts';
-import { etcdBinaryFinder } from '../adapters/etcd/etcd-binaries.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
-import { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
-import type { SshProvider } from '../adapters/providers/ssh/ssh-provider.ts';
-import { sshProviderFor } from '../adapters/providers/ssh/ssh-provider-config.ts';
+import type { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
+import { localProviderFor } from '../adapters/providers/local/local-provider-config.ts';
+import type { ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
+import { providerFor } from '../adapters/providers/registry.ts';
 import { ownIdentity } from '../adapters/host/process-identity.ts';
 import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
+import type { MachineProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
@@ -66,8 +67,7 @@ export class CliContext {
   readonly identity = ownIdentity();
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
   private readonly admins = new Map<string, Etcd3Admin>();
-  /** One per control plane, so its SSH connections are shared by every pass. */
-  private readonly sshProviders = new Map<string, SshProvider>();
+  private readonly providers = new Map<string, MachineProvider>();
 
   /** `openStore`: opens the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
   constructor(readonly stateDir: string, logLevel = 'info', logFormat?: string, leaseTtl?: string, openStore?: () => OpenedStore, options: ContextOptions = {}) {
@@ -89,33 +89,26 @@ export class CliContext {
     return this.logger;
   }
 
-  /** The control plane's provider (spec.provider.name) with its own settings. */
-  provider(manifest: ControlPlane): LocalProcessProvider | SshProvider {
-    if (manifest.spec.provider.name === 'ssh') {
-      const known = this.sshProviders.get(manifest.metadata.name);
-      if (known) return known;
-      const provider = sshProviderFor(manifest, this.stateDir, this.store);
-      this.sshProviders.set(manifest.metadata.name, provider);
-      return provider;
-    }
-    return this.localProvider(manifest);
+  /** The control plane's provider (spec.provider.name), one per control plane so its connections are shared by every pass. */
+  provider(manifest: ControlPlane): MachineProvider {
+    const name = manifest.metadata.name;
+    const known = this.providers.get(name);
+    if (known) return known;
+    const provider = providerFor(manifest, this.providerEnvironment());
+    this.providers.set(name, provider);
+    return provider;
   }
 
   /** The local provider: what only it can do (benchmarks, on this host) refuses other providers. */
   localProvider(manifest: ControlPlane): LocalProcessProvider {
-    const { provisioningDelay, deletionDelay, insecure, name } = manifest.spec.provider;
+    const { name } = manifest.spec.provider;
     if (name !== 'local-process') throw new InvalidInputError([`spec.provider.name: this command needs provider local-process, not ${name}`]);
-    return new LocalProcessProvider({
-      stateDir: this.stateDir,
-      addressPrefix: this.hooks.addressPrefix,
-      provisioningDelay: parseDurationRange(provisioningDelay) ?? { minMs: 0, maxMs: 0 },
-      deletionDelay: parseDurationRange(deletionDelay) ?? { minMs: 0, maxMs: 0 },
-      findBinary: etcdBinaryFinder(manifest.spec.etcd.binaries),
-      insecure,
-      honourFailureMarker: this.hooks.provisioningFailureMarker,
-      claims: this.store,
-      certValidityMs: this.hooks.certValidityMs,
-    });
+    return localProviderFor(manifest, this.providerEnvironment());
+  }
+
+  private providerEnvironment(): ProviderEnvironment {
+    const { addressPrefix, provisioningFailureMarker, certValidityMs } = this.hooks;
+    return { stateDir: this.stateDir, store: this.store, addressPrefix, provisioningFailureMarker, certValidityMs };
   }
 
   /**
@@ -161,7 +154,7 @@ export class CliContext {
 
   async close(): Promise<void> {
     await Promise.all([...this.admins.values()].map((admin) => admin.close()));
-    await Promise.all([...this.sshProviders.values()].map((provider) => provider.close()));
+    await Promise.all([...this.providers.values()].map((provider) => provider.close()));
     await this.store.close();
     this.logger?.flush();
   }

@@ -7,7 +7,7 @@ import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
-import type { InfraProvider } from '../ports/infra-provider.ts';
+import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { observe } from '../reconciler/observe.ts';
 import { BlockedError } from './restore.ts';

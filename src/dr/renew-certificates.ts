@@ -2,23 +2,12 @@ import type { MachineRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
-import type { MemberLaunch } from '../ports/infra-provider.ts';
+import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import { BlockedError } from './restore.ts';
 import { oneVoterAtATime, type VoterHealth } from './rolling.ts';
 
-/** Which rolling restart a CA rotation needs next: trust both CAs, re-issue from the new one, drop the old. */
-export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
-
 /** What certificate renewal needs of the provider: stop, re-issue, start; and the CA files of a rotation. */
-export interface CertificateProvider {
-  stopMember(cluster: string, name: string): Promise<void>;
-  startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void>;
-  renewMemberCertificates(cluster: string, name: string): Promise<void>;
-  renewClientCertificate(cluster: string): Promise<void>;
-  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined>;
-  /** Changes the CA files for the phase and records it; undefined ends the rotation. */
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void>;
-}
+export type CertificateProvider = Pick<MachineProvider, 'stopMember' | 'startMember' | 'renewMemberCertificates' | 'renewClientCertificate' | 'caRotationPhase' | 'advanceCaRotation'>;
 
 export interface RenewDeps {
   cluster: string;

@@ -24,7 +24,7 @@ import { peerURLOf } from '../planner/view.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-admin.ts';
-import type { InfraProvider, MemberLaunch } from '../ports/infra-provider.ts';
+import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/state-store.ts';
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
 import { RenewDeadlineHoldError, type FencedWriter } from '../lease/fenced-writer.ts';

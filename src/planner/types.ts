@@ -1,6 +1,6 @@
 import type { MachinePhase, MachineRecord } from '../domain/machine.ts';
 import type { EtcdAlarm, EtcdErrorKind, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
-import type { InfraState } from '../ports/infra-provider.ts';
+import type { InfraState } from '../ports/machine-provider.ts';
 
 /** The spec as the planner needs it: durations in milliseconds, no strings to parse. */
 export interface PlannerSpec {

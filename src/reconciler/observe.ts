@@ -3,7 +3,7 @@ import type { LastMembershipAttempt, Observed, ObservedCare, ObservedMachine, Ob
 import { clientURLOf } from '../planner/view.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
-import type { InfraProvider } from '../ports/infra-provider.ts';
+import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { Logger } from '../ports/logger.ts';
 import type { StateStore } from '../ports/state-store.ts';
 

@@ -1,5 +1,5 @@
 import type { EtcdAdmin, EtcdAlarm, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
-import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
+import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../ports/machine-provider.ts';
 import type { ModelWorld } from './model-world.ts';
 import { drawDuration } from './random.ts';
 

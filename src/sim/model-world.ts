@@ -3,7 +3,7 @@ import { InvalidInputError } from '../api/errors.ts';
 import { quorum } from '../domain/quorum.ts';
 import type { Clock } from '../ports/clock.ts';
 import { EtcdAdminError, type EtcdAlarm, type EtcdErrorKind, type EtcdMember, type EtcdMemberStatus } from '../ports/etcd-admin.ts';
-import type { CreateMachineRequest, MachineInfra, MemberLaunch } from '../ports/infra-provider.ts';
+import type { CreateMachineRequest, MachineInfra, MemberLaunch } from '../ports/machine-provider.ts';
 import { drawDuration } from './random.ts';
 
 /** Machine ordinals per cluster, as on the local provider (`prefix.slot.ordinal`). */

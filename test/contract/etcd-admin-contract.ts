@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { Clock } from '../../src/ports/clock.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdErrorKind, type EtcdMember } from '../../src/ports/etcd-admin.ts';
-import type { InfraProvider, MachineInfra } from '../../src/ports/infra-provider.ts';
+import type { InfraProvider, MachineInfra } from '../../src/ports/machine-provider.ts';
 
 /**
  * What fastplane relies on from etcd, written against the ports only, so the same cases run against

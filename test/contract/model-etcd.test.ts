@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { EtcdAdminError, type EtcdErrorKind } from '../../src/ports/etcd-admin.ts';
-import type { MachineInfra } from '../../src/ports/infra-provider.ts';
+import type { MachineInfra } from '../../src/ports/machine-provider.ts';
 import { ModelEtcdAdmin, ModelProvider } from '../../src/sim/model-adapters.ts';
 import { MEASURED_TIMINGS, ModelWorld } from '../../src/sim/model-world.ts';
 import { seededRandom } from '../../src/sim/random.ts';

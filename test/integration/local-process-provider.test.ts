@@ -11,7 +11,7 @@ import { InvalidInputError } from '../../src/api/errors.ts';
 import { Etcd3Admin, openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
 import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/providers/local/local-process-provider.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
-import type { InfraProvider, MachineInfra } from '../../src/ports/infra-provider.ts';
+import type { InfraProvider, MachineInfra } from '../../src/ports/machine-provider.ts';
 
 // The provider's default, mutual TLS; test/integration/tls.test.ts checks what TLS refuses.
 const VERSION = '3.4.23';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { findEtcdBinary } from '../../src/adapters/etcd/etcd-binaries.ts';
 import { HOST_POOL, SshProvider } from '../../src/adapters/providers/ssh/ssh-provider.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
-import type { MemberLaunch } from '../../src/ports/infra-provider.ts';
+import type { MemberLaunch } from '../../src/ports/machine-provider.ts';
 import { CliEnv } from '../support/cli.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
 

@@ -7,8 +7,8 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { Etcd3Admin, openKvClient, readTlsCredentials, type TlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
 import { listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
-import { issueMemberCertificates } from '../../src/adapters/providers/local/local-pki.ts';
-import { clientTlsFiles, memberTlsFiles } from '../../src/adapters/providers/local/pki-files.ts';
+import { issueMemberCertificates } from '../../src/adapters/pki/local-pki.ts';
+import { clientTlsFiles, memberTlsFiles } from '../../src/adapters/pki/pki-files.ts';
 import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 
 const PREFIX = '127.80';

@@ -10,7 +10,7 @@ import type { MachinePhase, MachineRecord } from '../../src/domain/machine.ts';
 import { toPlannerSpec } from '../../src/planner/spec.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from '../../src/planner/types.ts';
 import type { EtcdAlarm, EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
-import type { InfraState } from '../../src/ports/infra-provider.ts';
+import type { InfraState } from '../../src/ports/machine-provider.ts';
 
 /** The planner's clock in every table test. */
 export const NOW = 10_000_000;

@@ -7,7 +7,7 @@ import { FencedWriter, RenewDeadlineError } from '../../src/lease/fenced-writer.
 import type { MembershipAction, Observed } from '../../src/planner/types.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import { EtcdAdminError, type EtcdAdmin, type EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
-import type { InfraProvider } from '../../src/ports/infra-provider.ts';
+import type { InfraProvider } from '../../src/ports/machine-provider.ts';
 import { clientURLOf, healthyCluster, learner, machine, memberIdOf, observed } from '../support/observed.ts';
 
 /**

@@ -57,7 +57,7 @@ describe('ssh provider spec', () => {
   test('a key file that does not exist is bad input naming the field', () => {
     const cp = validateControlPlane(ssh({ hosts: hosts(4), identityFile: join(dir, 'missing') }));
     const store = new MemoryStateStore();
-    assert.throws(() => sshProviderFor(cp, dir, store), (error: unknown) => error instanceof InvalidInputError && error.message === `spec.provider.identityFile: ${join(dir, 'missing')} does not exist`);
+    assert.throws(() => sshProviderFor(cp, { stateDir: dir, store, addressPrefix: '127.77', provisioningFailureMarker: false, certValidityMs: undefined }), (error: unknown) => error instanceof InvalidInputError && error.message === `spec.provider.identityFile: ${join(dir, 'missing')} does not exist`);
   });
 });
 

@@ -1,5 +1,5 @@
-import type { MemberLaunch } from '../../ports/infra-provider.ts';
-import type { MemberTlsFiles } from './local/pki-files.ts';
+import type { MemberLaunch } from '../../ports/machine-provider.ts';
+import type { MemberTlsFiles } from '../pki/pki-files.ts';
 
 /**
  * The etcd command line of a member, shared by every provider that runs etcd itself (local processes,

@@ -7,13 +7,12 @@ import { join } from 'node:path';
 import type { DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
-import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
+import type { CaRotationPhase, CreateMachineRequest, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
-import { clientTlsFiles, memberTlsFiles } from './pki-files.ts';
+import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
 import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
 import { readJsonIfPresent, sha256OfFile, writeFileAtomic } from '../../state-files.ts';
 import { initStartSuppressed } from './test-markers.ts';
@@ -35,7 +34,7 @@ import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
  * Certificates are issued only when a machine is created or renewed; the x509 library behind them is
  * loaded then, not by every command that merely reads the provider's records (`status`).
  */
-const loadPki = (): Promise<typeof import('./local-pki.ts')> => import('./local-pki.ts');
+const loadPki = (): Promise<typeof import('../../pki/local-pki.ts')> => import('../../pki/local-pki.ts');
 
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
@@ -112,7 +111,7 @@ function writeJsonAtomic(path: string, value: unknown): Promise<void> {
   return writeFileAtomic(path, `${JSON.stringify(value, null, 2)}\n`);
 }
 
-export class LocalProcessProvider implements InfraProvider {
+export class LocalProcessProvider implements MachineProvider {
   private readonly stateDir: string;
   private readonly addressPrefix: string;
   private readonly provisioningDelay: DurationRange;
@@ -329,6 +328,11 @@ export class LocalProcessProvider implements InfraProvider {
 
   async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
     await (await loadPki()).advanceCaRotation(this.pkiDir(cluster), phase);
+  }
+
+  /** Local processes hold no connection: nothing to close. */
+  close(): Promise<void> {
+    return Promise.resolve();
   }
 
   /** Names of the machines the provider holds for a cluster (including ones being deleted). */

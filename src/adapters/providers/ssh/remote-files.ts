@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
 import { InvalidInputError } from '../../../api/errors.ts';
-import type { MemberLaunch } from '../../../ports/infra-provider.ts';
+import type { MemberLaunch } from '../../../ports/machine-provider.ts';
 import { snapshotToolBeside } from '../../etcd/etcd-tools.ts';
 import { sha256OfFile } from '../../state-files.ts';
 import { placeFilesScript, q, receiveFileScript, restoreScript, SNAPSHOT_CHANGED, type RemoteMember } from './remote-scripts.ts';

@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import type { ControlPlane } from '../../../api/control-plane.ts';
 import { parseDuration } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
-import type { StateStore } from '../../../ports/state-store.ts';
 import { etcdBinaryFinder } from '../../etcd/etcd-binaries.ts';
+import type { ProviderEnvironment } from '../provider-environment.ts';
 import { SshProvider } from './ssh-provider.ts';
 
 const DEFAULT_BASE_DIR = '/var/lib/fastplane';
@@ -12,7 +12,7 @@ const DEFAULT_BASE_DIR = '/var/lib/fastplane';
  * The ssh provider for a control plane, from its spec. Files named in the spec must exist before
  * anything is done: a missing key is bad input (exit 2, naming the field), not a failed machine.
  */
-export function sshProviderFor(manifest: ControlPlane, stateDir: string, store: Pick<StateStore, 'claim' | 'releaseClaim' | 'listClaims'>): SshProvider {
+export function sshProviderFor(manifest: ControlPlane, env: ProviderEnvironment): SshProvider {
   const spec = manifest.spec.provider;
   const problems: string[] = [];
   const file = (field: 'identityFile' | 'knownHostsFile'): string => {
@@ -30,14 +30,14 @@ export function sshProviderFor(manifest: ControlPlane, stateDir: string, store: 
   const binaries = spec.etcdBinaries ?? {};
   const installed = etcdBinaryFinder(manifest.spec.etcd.binaries);
   return new SshProvider({
-    stateDir,
+    stateDir: env.stateDir,
     hosts: spec.hosts ?? [],
     identityFile,
     knownHostsFile,
     baseDir: spec.baseDir ?? DEFAULT_BASE_DIR,
     findBinary: (version) => binaries[version] ?? installed(version),
     version: manifest.spec.version,
-    claims: store,
+    claims: env.store,
     ...(spec.provision === undefined
       ? {}
       : { provision: { create: spec.provision.create, ...(spec.provision.delete === undefined ? {} : { delete: spec.provision.delete }), timeoutMs: parseDuration(spec.provision.timeout) ?? 600_000 } }),

@@ -2,12 +2,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SshHost } from '../../../api/ssh-provider.ts';
-import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
-import type { CreateMachineRequest, InfraProvider, MachineInfra, MemberLaunch } from '../../../ports/infra-provider.ts';
+import type { CaRotationPhase, CreateMachineRequest, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent, writeFileAtomic } from '../../state-files.ts';
-import { clientTlsFiles, memberTlsFiles } from '../local/pki-files.ts';
+import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
 import { memberFlags } from '../member-flags.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
@@ -73,9 +72,9 @@ interface Seen {
   memberStartedAt?: number;
 }
 
-const loadPki = (): Promise<typeof import('../local/local-pki.ts')> => import('../local/local-pki.ts');
+const loadPki = (): Promise<typeof import('../../pki/local-pki.ts')> => import('../../pki/local-pki.ts');
 
-export class SshProvider implements InfraProvider {
+export class SshProvider implements MachineProvider {
   private readonly ssh: SshConnections;
   private readonly lastSeen = new Map<string, Seen>();
 

@@ -6,9 +6,9 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
-import type { CaRotationPhase } from '../../../dr/renew-certificates.ts';
 import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
-import { withLock, writeFileAtomic } from '../../state-files.ts';
+import type { CaRotationPhase } from '../../ports/machine-provider.ts';
+import { withLock, writeFileAtomic } from '../state-files.ts';
 
 /**
  * Certificates of the local provider's clusters, as kubeadm lays them out for etcd: one CA per

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import type { TlsFiles } from '../../../ports/etcd-admin.ts';
+import type { TlsFiles } from '../../ports/etcd-admin.ts';
 
 // Where the local provider's certificates live, apart from local-pki.ts: naming the files needs no
 // x509 library, and loading it costs every CLI start about half a second.

@@ -1,3 +1,4 @@
+import type { TlsFiles } from './etcd-admin.ts';
 import type { SnapshotSource } from '../domain/machine.ts';
 
 /**
@@ -72,4 +73,31 @@ export interface InfraProvider {
   stopMember(cluster: string, name: string): Promise<void>;
   /** Stops the member process and starts tearing the machine down; idempotent. */
   delete(cluster: string, name: string): Promise<void>;
+}
+
+/** Which rolling restart a CA rotation needs next: trust both CAs, re-issue from the new one, drop the old. */
+export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
+
+/**
+ * A provider whole, as every caller but the reconcile loop needs it: the machines' lifecycle, the
+ * cluster's certificates and CA rotation, and the cluster's teardown. Each provider implements all of
+ * it; a registry keyed by `spec.provider.name` builds one (src/adapters/providers/registry.ts).
+ */
+export interface MachineProvider extends InfraProvider {
+  /** The client certificate fastplane presents to the cluster's members; undefined when insecure. */
+  clientTls(cluster: string): TlsFiles | undefined;
+  /** Every certificate file of the cluster fastplane can read (expiry is judged on them). */
+  certificateFiles(cluster: string): Promise<string[]>;
+  /** New server and peer certificates for a machine whose member is stopped. */
+  renewMemberCertificates(cluster: string, name: string): Promise<void>;
+  renewClientCertificate(cluster: string): Promise<void>;
+  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined>;
+  /** Changes the CA files for the phase and records it; undefined ends the rotation. */
+  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void>;
+  /** The names of the cluster's machines this provider knows of. */
+  machineNames(cluster: string): Promise<string[]>;
+  /** `fastplane down`: every machine deleted, then the cluster's provider state (its CA too). */
+  destroyCluster(cluster: string): Promise<void>;
+  /** Closes connections; the provider is not used afterwards. */
+  close(): Promise<void>;
 }
