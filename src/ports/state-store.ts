@@ -57,6 +57,18 @@ export interface StateStore {
   /** Releases the claim when `owner` holds it; otherwise does nothing. */
   releaseClaim(pool: string, key: string, owner: string): Promise<void>;
   listClaims(pool: string): Promise<ResourceClaim[]>;
+
+  /**
+   * A provider's own state of a cluster (its CA, its machines: `scope` names provider and cluster),
+   * kept where the cluster's records are, so every process that shares the store, on any host, can
+   * act on the cluster's machines. Unfenced, like claims: written by the provider's calls, which run
+   * under the cluster's lease or before the cluster exists. Values are opaque text (JSON).
+   */
+  getDocument(scope: string, key: string): Promise<string | undefined>;
+  putDocument(scope: string, key: string, value: string): Promise<void>;
+  deleteDocument(scope: string, key: string): Promise<void>;
+  /** Every document of the scope, by key. */
+  listDocuments(scope: string): Promise<StoredDocument[]>;
   close(): Promise<void>;
 }
 
@@ -69,6 +81,11 @@ export interface ResourceClaim {
   pool: string;
   key: string;
   owner: string;
+}
+
+export interface StoredDocument {
+  key: string;
+  value: string;
 }
 
 export interface AppliedSpec {

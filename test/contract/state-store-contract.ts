@@ -446,5 +446,26 @@ export function defineStateStoreContract(label: string, make: () => StateStoreFi
         assert.deepEqual((await other.listClaims('other-pool')).map((c) => c.owner), ['two']);
       }),
     );
+
+    test(
+      'documents are shared by every connection, per scope and by key',
+      withStore(async (store, other) => {
+        assert.equal(await other.getDocument('ssh/alpha', 'machine/m1'), undefined);
+        await store.putDocument('ssh/alpha', 'machine/m1', '{"state":"Provisioning"}');
+        await store.putDocument('ssh/alpha', 'file/pki/ca.crt', 'PEM with / and spaces');
+        await store.putDocument('ssh/beta', 'machine/m1', '{"state":"Provisioned"}');
+        assert.equal(await other.getDocument('ssh/alpha', 'machine/m1'), '{"state":"Provisioning"}', 'another connection reads what one wrote');
+        await other.putDocument('ssh/alpha', 'machine/m1', '{"state":"Provisioned"}');
+        assert.equal(await store.getDocument('ssh/alpha', 'machine/m1'), '{"state":"Provisioned"}', 'a put replaces');
+        assert.deepEqual(await other.listDocuments('ssh/alpha'), [
+          { key: 'file/pki/ca.crt', value: 'PEM with / and spaces' },
+          { key: 'machine/m1', value: '{"state":"Provisioned"}' },
+        ]);
+        await other.deleteDocument('ssh/alpha', 'machine/m1');
+        assert.deepEqual((await store.listDocuments('ssh/alpha')).map((d) => d.key), ['file/pki/ca.crt']);
+        assert.deepEqual(await store.listDocuments('ssh/beta'), [{ key: 'machine/m1', value: '{"state":"Provisioned"}' }], 'scopes are separate');
+        assert.deepEqual(await store.listDocuments('ssh/alph'), [], 'a scope is not a prefix of another');
+      }),
+    );
   });
 }

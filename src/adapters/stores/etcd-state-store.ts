@@ -8,6 +8,7 @@ import {
   type LeaseHolder,
   type LeaseRecord,
   type ResourceClaim,
+  type StoredDocument,
   type SpecWatch,
   type StateStore,
   type StoreWrite,
@@ -248,6 +249,24 @@ export class EtcdStateStore implements StateStore {
   async listClaims(pool: string): Promise<ResourceClaim[]> {
     const claims = (await this.range(this.keys.claims(pool))).map((kv) => this.claimOf(kv));
     return claims.sort((a, b) => compareText(a.key, b.key));
+  }
+
+  async getDocument(scope: string, key: string): Promise<string | undefined> {
+    return (await this.get(this.keys.document(scope, key)))?.value.toString();
+  }
+
+  async putDocument(scope: string, key: string, value: string): Promise<void> {
+    await this.etcd.write((client) => client.kv.put({ key: Buffer.from(this.keys.document(scope, key)), value: Buffer.from(value) }));
+  }
+
+  async deleteDocument(scope: string, key: string): Promise<void> {
+    await this.etcd.write((client) => client.kv.deleteRange({ key: Buffer.from(this.keys.document(scope, key)) }));
+  }
+
+  async listDocuments(scope: string): Promise<StoredDocument[]> {
+    const prefix = this.keys.documents(scope);
+    const documents = (await this.range(prefix)).map((kv) => ({ key: decodeURIComponent(kv.key.toString().slice(prefix.length)), value: kv.value.toString() }));
+    return documents.sort((a, b) => compareText(a.key, b.key));
   }
 
   async close(): Promise<void> {

@@ -208,4 +208,10 @@ export class EtcdKeys {
   claim(pool: string, key: string): string {
     return `${this.claims(pool)}${segment(key)}`;
   }
+  documents(scope: string): string {
+    return `${this.prefix}documents/${segment(scope)}/`;
+  }
+  document(scope: string, key: string): string {
+    return `${this.documents(scope)}${segment(key)}`;
+  }
 }

@@ -8,6 +8,7 @@ import {
   type LeaseHolder,
   type LeaseRecord,
   type ResourceClaim,
+  type StoredDocument,
   type SpecWatch,
   type StateStore,
   type StoreWrite,
@@ -51,6 +52,7 @@ export class MemoryStateStore implements StateStore {
   private leases = new Map<string, LeaseRecord>();
   /** pool -> key -> owner. */
   private claims = new Map<string, Map<string, string>>();
+  private readonly documents = new Map<string, Map<string, string>>();
   private watchers = new Set<(cluster: string) => void>();
   private readonly isHolderAlive: (holder: LeaseHolder) => boolean;
 
@@ -228,6 +230,27 @@ export class MemoryStateStore implements StateStore {
   listClaims(pool: string): Promise<ResourceClaim[]> {
     const claims = [...(this.claims.get(pool) ?? new Map<string, string>()).entries()];
     return Promise.resolve(claims.sort(([a], [b]) => compareText(a, b)).map(([key, owner]) => ({ pool, key, owner })));
+  }
+
+  getDocument(scope: string, key: string): Promise<string | undefined> {
+    return Promise.resolve(this.documents.get(scope)?.get(key));
+  }
+
+  putDocument(scope: string, key: string, value: string): Promise<void> {
+    const documents = this.documents.get(scope) ?? new Map<string, string>();
+    this.documents.set(scope, documents);
+    documents.set(key, value);
+    return Promise.resolve();
+  }
+
+  deleteDocument(scope: string, key: string): Promise<void> {
+    this.documents.get(scope)?.delete(key);
+    return Promise.resolve();
+  }
+
+  listDocuments(scope: string): Promise<StoredDocument[]> {
+    const documents = [...(this.documents.get(scope) ?? new Map<string, string>()).entries()];
+    return Promise.resolve(documents.sort(([a], [b]) => compareText(a, b)).map(([key, value]) => ({ key, value })));
   }
 
   close(): Promise<void> {
