@@ -71,7 +71,7 @@ export const MIGRATIONS: readonly string[] = [
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
-export interface RecordRow {
+interface RecordRow {
   key: string;
   record: string;
 }

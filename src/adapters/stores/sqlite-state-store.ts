@@ -19,7 +19,7 @@ import {
 import { bootClock } from '../host/boot-clock.ts';
 import { isProvenGone } from '../host/process-identity.ts';
 import { CorruptStateError, decodeControlPlane, decodeEvent, decodeLease, decodeMachine } from './record-codec.ts';
-import { MIGRATIONS, prepareStatements, SCHEMA_VERSION, type LeaseRow, type RecordRow } from './sqlite-schema.ts';
+import { MIGRATIONS, prepareStatements, SCHEMA_VERSION, type LeaseRow } from './sqlite-schema.ts';
 import { watchSqliteSpecs } from './sqlite-spec-watch.ts';
 
 export { CorruptStateError, SCHEMA_VERSION };
