@@ -11,7 +11,7 @@ import { isProvenGone, ownIdentity } from './host/process-identity.ts';
 let tmpCounter = 0;
 
 /** Write to a temporary file, then rename: a crash never leaves a half-written file. */
-export async function writeFileAtomic(path: string, data: string, mode = 0o644): Promise<void> {
+export async function writeFileAtomic(path: string, data: string | Buffer, mode = 0o644): Promise<void> {
   const tmp = `${path}.${String(process.pid)}.${String(++tmpCounter)}.tmp`;
   // The mode is set at creation, so a private key is never readable by others, not even briefly.
   await writeFile(tmp, data, { mode });

@@ -1,5 +1,5 @@
 import type { EventRecord, MachinePhase, MachineRecord } from '../domain/machine.ts';
-import type { MachineFacts } from '../adapters/providers/local/local-process-provider.ts';
+import type { MachineFacts } from '../adapters/providers/local/local-machine.ts';
 import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound.ts';
 import type { Calibration } from './calibration.ts';
 import { learnerSnapshotFromLog, logShowsSnapshot } from './etcd-log.ts';

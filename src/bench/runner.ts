@@ -1,6 +1,7 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
-import type { LocalProcessProvider, MachineFacts } from '../adapters/providers/local/local-process-provider.ts';
+import type { MachineFacts } from '../adapters/providers/local/local-machine.ts';
+import type { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
 import type { EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { Convergence } from '../reconciler/converge.ts';
 import { calibrate, type Calibration } from './calibration.ts';

@@ -121,7 +121,7 @@ export class CliContext {
     const known = this.admins.get(name);
     if (known) return known;
     const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
-    const tls = this.provider(manifest).clientTls(name);
+    const tls = await this.provider(manifest).loadClientTls(name);
     // Another call may have created it while the module loaded.
     // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
     const callTimeoutMs = leaseCallBoundMs(this.leaseTtlMs);

@@ -86,6 +86,8 @@ export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
 export interface MachineProvider extends InfraProvider {
   /** The client certificate fastplane presents to the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined;
+  /** The same files, brought to this host from the record store first: what a client is built from. */
+  loadClientTls(cluster: string): Promise<TlsFiles | undefined>;
   /** Every certificate file of the cluster fastplane can read (expiry is judged on them). */
   certificateFiles(cluster: string): Promise<string[]>;
   /** New server and peer certificates for a machine whose member is stopped. */

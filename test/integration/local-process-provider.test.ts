@@ -9,7 +9,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { after, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
 import { Etcd3Admin, openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
-import { LocalProcessProvider, assertAddressFree } from '../../src/adapters/providers/local/local-process-provider.ts';
+import { assertAddressFree } from '../../src/adapters/providers/local/local-machine.ts';
+import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
 import type { InfraProvider, MachineInfra } from '../../src/ports/machine-provider.ts';
 
@@ -166,7 +167,7 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
 test('destroyCluster kills every member by PID and removes the cluster folder', async () => {
   const stateDir = newStateDir();
   const claims = new MemoryStateStore();
-  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, claims });
+  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, store: claims });
   const infra = await provider.create({ cluster: 'gone', name: 'm3', ordinal: 3 });
   await waitProvisioned(provider, 'gone', 'm3');
   await provider.startMember('gone', 'm3', {
@@ -190,7 +191,7 @@ test('destroyCluster kills every member by PID and removes the cluster folder', 
 });
 
 test('a taken address in the cluster\'s own block is an InvalidInputError naming the address and port', async () => {
-  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: new MemoryStateStore() });
+  const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: new MemoryStateStore() });
   const first = await provider.create({ cluster: 'taken', name: 'm1', ordinal: 1 });
   const ninth = first.address.replace(/\.1$/, '.9');
   const blocker = createServer();
@@ -212,15 +213,15 @@ test('a taken address in the cluster\'s own block is an InvalidInputError naming
 
 test('slots are claimed in the store: processes sharing it never share a block, and a block in use on the host is skipped', async () => {
   const shared = new MemoryStateStore();
-  const one = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: shared });
-  const two = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: shared });
+  const one = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: shared });
+  const two = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: shared });
   const [a, b] = await Promise.all([one.create({ cluster: 'slot-a', name: 'a1', ordinal: 1 }), two.create({ cluster: 'slot-b', name: 'b1', ordinal: 1 })]);
   assert.notEqual(a.address, b.address);
   const owners = (await shared.listClaims(`local-addresses/${PREFIX}`)).map((c) => c.owner).sort();
   assert.deepEqual(owners, ['slot-a', 'slot-b']);
   // A store that knows nothing of those claims (another state dir) still skips a block in use on the
   // host: the block a probe cluster got and gave back is free, until something listens in it.
-  const probe = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: new MemoryStateStore() });
+  const probe = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: new MemoryStateStore() });
   const block = (await probe.create({ cluster: 'probe', name: 'p1', ordinal: 1 })).address.replace(/\.1$/, '');
   assert.ok(![a.address, b.address].some((address) => address.startsWith(`${block}.`)), 'the probe got a block of its own');
   await probe.destroyCluster('probe');
@@ -228,7 +229,7 @@ test('slots are claimed in the store: processes sharing it never share a block, 
   blocker.listen({ host: `${block}.7`, port: 2379 });
   await once(blocker, 'listening');
   try {
-    const other = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, claims: new MemoryStateStore() });
+    const other = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: new MemoryStateStore() });
     const c = await other.create({ cluster: 'slot-c', name: 'c1', ordinal: 1 });
     assert.notEqual(c.address, `${block}.1`, 'a block with a listener is skipped');
     assert.ok(![a.address, b.address].includes(c.address));
@@ -243,4 +244,29 @@ test('bad names and ordinals are InvalidInputError', async () => {
   const provider = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX });
   await assert.rejects(provider.create({ cluster: '../x', name: 'm1', ordinal: 1 }), InvalidInputError);
   await assert.rejects(provider.create({ cluster: 'ok', name: 'm1', ordinal: 255 }), InvalidInputError);
+});
+
+test('a machine is out of reach, never gone, from another state dir sharing the store; the CA is shared through the store', async () => {
+  const shared = new MemoryStateStore();
+  const home = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: shared });
+  const elsewhere = new LocalProcessProvider({ stateDir: newStateDir(), addressPrefix: PREFIX, store: shared });
+  const created = await home.create({ cluster: 'homes', name: 'h1', ordinal: 1 });
+  try {
+    const seen = await elsewhere.describe('homes', 'h1');
+    assert.ok(seen, 'described, not taken for gone');
+    assert.equal(seen.clientURL, created.clientURL);
+    assert.match(seen.unreachable ?? '', /runs on host .* under state dir .*cannot reach its processes/);
+    assert.deepEqual(await elsewhere.machineNames('homes'), ['h1']);
+    await assert.rejects(elsewhere.delete('homes', 'h1'), /cannot reach its processes/, 'no action on a machine out of reach');
+    await assert.rejects(elsewhere.stopMember('homes', 'h1'), /cannot reach its processes/);
+    const [mine, theirs] = await Promise.all([home.loadClientTls('homes'), elsewhere.loadClientTls('homes')]);
+    assert.ok(mine && theirs && mine.caFile !== theirs.caFile, 'each state dir has its own copy');
+    assert.equal(readFileSync(theirs.caFile, 'utf8'), readFileSync(mine.caFile, 'utf8'), 'the same CA');
+    assert.equal(readFileSync(theirs.certFile, 'utf8'), readFileSync(mine.certFile, 'utf8'), 'the same client certificate');
+    assert.equal(await home.describe('homes', 'h1').then((m) => m?.unreachable), undefined, 'at home it is reachable');
+  } finally {
+    await home.destroyCluster('homes');
+  }
+  assert.equal(await elsewhere.describe('homes', 'h1'), undefined, 'gone once its home destroyed it');
+  assert.deepEqual(await shared.listDocuments('local-process/homes'), [], 'nothing of the cluster left in the store');
 });

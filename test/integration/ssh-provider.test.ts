@@ -27,7 +27,7 @@ function provider(store: MemoryStateStore, knownHostsFile: string, hostIndexes =
     baseDir: '/var/lib/fastplane',
     findBinary: findEtcdBinary,
     version: '3.4.23',
-    claims: store,
+    store,
     stopGraceMs: 2_000,
   });
   providers.push(made);

@@ -51,7 +51,7 @@ describe('create hook answers', () => {
       baseDir: '/var/lib/fastplane',
       findBinary: () => assert.fail('no binary is looked for'),
       version: '3.5.16',
-      claims: store,
+      store,
       provision: { create: answering({ address: '-oProxyCommand=sh', port: 22 }), timeoutMs: 5_000 },
     });
     await assert.rejects(provider.create({ cluster: 'c', name: 'c-1', ordinal: 1 }), /address: must be an IPv4 address or a host name/);

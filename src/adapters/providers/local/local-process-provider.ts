@@ -2,7 +2,6 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
@@ -12,9 +11,14 @@ import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
-import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
+import { memberTlsFiles } from '../../pki/pki-files.ts';
 import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
-import { readJsonIfPresent, sha256OfFile, writeFileAtomic } from '../../state-files.ts';
+import { readJsonIfPresent, sha256OfFile } from '../../state-files.ts';
+import { MemoryStateStore } from '../../stores/memory-state-store.ts';
+import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
+import { LocalMachineHomes } from './local-machine-homes.ts';
+import { assertAddressFree, checkName, writeJsonAtomic, type MachineFacts, type MachineFile } from './local-machine.ts';
+import { ClusterPki } from '../../pki/cluster-pki.ts';
 import { initStartSuppressed } from './test-markers.ts';
 import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
 
@@ -34,11 +38,9 @@ import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
  * Certificates are issued only when a machine is created or renewed; the x509 library behind them is
  * loaded then, not by every command that merely reads the provider's records (`status`).
  */
-const loadPki = (): Promise<typeof import('../../pki/local-pki.ts')> => import('../../pki/local-pki.ts');
 
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
-const NAME = /^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$/i;
 
 export interface LocalProcessProviderOptions {
   stateDir: string;
@@ -58,61 +60,20 @@ export interface LocalProcessProviderOptions {
   /** Honour the test marker files: a machine's `provisioning-failed`, a cluster's `init-never-starts` (default false). */
   honourFailureMarker?: boolean;
   /**
-   * Where address slots are claimed: the state store, shared by every process that uses it
-   * (local-address-slots.ts). Default: claims of this process only, for tests and tools.
+   * The record store: where address slots are claimed (local-address-slots.ts), the cluster's CA is
+   * kept and each machine's home is recorded (local-machine-homes.ts), shared by every process that
+   * uses it. Default: this process's own memory, for tests and tools.
    */
-  claims?: AddressClaims;
+  store?: AddressClaims & DocumentStore;
   /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
   certValidityMs?: number | undefined;
 }
 
-interface MachineFile {
-  cluster: string;
-  name: string;
-  ordinal: number;
-  failureDomain?: string;
-  address: string;
-  clientURL: string;
-  peerURL: string;
-  createdAt: number;
-  readyAt: number;
-  pid?: number;
-  version?: string;
-  memberStartedAt?: number;
-  deleting?: boolean;
-  deleteAt?: number;
-}
-
-/** A machine as the provider's own file records it (epoch ms). */
-export interface MachineFacts {
-  name: string;
-  clientURL: string;
-  peerURL: string;
-  createdAt: number;
-  /** When the provider let the machine finish provisioning. */
-  readyAt: number;
-}
-
-/** Fails with InvalidInputError when address:port cannot be bound (taken, or not a local address). */
-export async function assertAddressFree(address: string, port: number): Promise<void> {
-  const server = createServer();
-  try {
-    server.listen({ host: address, port, exclusive: true });
-    await once(server, 'listening');
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code ?? String(error);
-    throw new InvalidInputError([`${address}:${String(port)} is not free (${code}); stop whatever uses it or pick another address`]);
-  } finally {
-    if (server.listening) await new Promise((resolve) => server.close(resolve));
-  }
-}
-
-function writeJsonAtomic(path: string, value: unknown): Promise<void> {
-  return writeFileAtomic(path, `${JSON.stringify(value, null, 2)}\n`);
-}
-
 export class LocalProcessProvider implements MachineProvider {
   private readonly stateDir: string;
+  private readonly store: AddressClaims & DocumentStore;
+  private readonly homes: LocalMachineHomes;
+  private readonly pki: ClusterPki;
   private readonly addressPrefix: string;
   private readonly provisioningDelay: DurationRange;
   private readonly deletionDelay: DurationRange;
@@ -123,7 +84,6 @@ export class LocalProcessProvider implements MachineProvider {
   private readonly snapshotCount: number;
   private readonly insecure: boolean;
   private readonly honourFailureMarker: boolean;
-  private readonly certValidityMs: number | undefined;
   private readonly slots: AddressSlots;
 
   constructor(options: LocalProcessProviderOptions) {
@@ -138,8 +98,10 @@ export class LocalProcessProvider implements MachineProvider {
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
     this.insecure = options.insecure ?? false;
     this.honourFailureMarker = options.honourFailureMarker ?? false;
-    this.certValidityMs = options.certValidityMs;
-    this.slots = new AddressSlots(this.stateDir, this.addressPrefix, options.claims);
+    this.store = options.store ?? new MemoryStateStore();
+    this.slots = new AddressSlots(this.stateDir, this.addressPrefix, this.store);
+    this.homes = new LocalMachineHomes(this.stateDir);
+    this.pki = new ClusterPki((cluster) => this.state(cluster), options.certValidityMs);
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -171,7 +133,8 @@ export class LocalProcessProvider implements MachineProvider {
     };
     await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     // Before machine.json: a machine on record always has its certificates.
-    if (!this.insecure) await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, address, { validityMs: this.certValidityMs });
+    if (!this.insecure) await this.pki.issueMember(cluster, name, address);
+    await this.homes.record(this.state(cluster), machine);
     await this.write(machine);
     return { ...this.infra(machine), state: 'Provisioning' };
   }
@@ -179,7 +142,9 @@ export class LocalProcessProvider implements MachineProvider {
   /** Reads only: a machine whose deletion is due is still described until `delete` finishes it. */
   async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
     const machine = await this.read(cluster, name);
-    return machine && this.infra(machine);
+    if (machine) return this.infra(machine);
+    const elsewhere = await this.homes.elsewhere(this.state(cluster), name);
+    return elsewhere && LocalMachineHomes.describe(elsewhere);
   }
 
   /** Provisioning here is a deadline in the machine's file: nothing to move on, it is described. */
@@ -188,7 +153,7 @@ export class LocalProcessProvider implements MachineProvider {
   }
 
   async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
-    const machine = await this.read(cluster, name);
+    const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
     if (machine.deleting === true) throw new Error(`machine ${cluster}/${name} is being deleted`);
     if (this.clock.now() < machine.readyAt) throw new Error(`machine ${cluster}/${name} is still provisioning`);
@@ -252,7 +217,7 @@ export class LocalProcessProvider implements MachineProvider {
   }
 
   async stopMember(cluster: string, name: string): Promise<void> {
-    const machine = await this.read(cluster, name);
+    const machine = await this.here(cluster, name);
     if (machine?.pid === undefined) return;
     await stopProcess(machine.pid, this.dataDir(cluster, name), this.stopGraceMs);
   }
@@ -262,7 +227,7 @@ export class LocalProcessProvider implements MachineProvider {
    * that time has come, wipes the machine: each call moves it on, and none blocks for the delay.
    */
   async delete(cluster: string, name: string): Promise<void> {
-    let machine = await this.read(cluster, name);
+    let machine = await this.here(cluster, name);
     if (!machine) return;
     if (machine.deleting !== true) {
       // Marked first, so a crash while stopping still ends in a deleted machine.
@@ -273,6 +238,7 @@ export class LocalProcessProvider implements MachineProvider {
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
     await rm(this.machineDir(cluster, name), { recursive: true, force: true });
+    await this.homes.forget(this.state(cluster), name);
   }
 
   /**
@@ -292,42 +258,46 @@ export class LocalProcessProvider implements MachineProvider {
       }),
     );
     await this.slots.release(cluster);
-    await rm(this.clusterDir(cluster), { recursive: true, force: true });
+    await this.state(cluster).drop();
   }
 
   /** fastplane's client credentials for the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined {
-    return this.insecure ? undefined : clientTlsFiles(this.pkiDir(cluster));
+    return this.insecure ? undefined : this.pki.clientTls(cluster);
+  }
+
+  loadClientTls(cluster: string): Promise<TlsFiles | undefined> {
+    return this.insecure ? Promise.resolve(undefined) : this.pki.loadClientTls(cluster);
   }
 
   /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
   async certificateFiles(cluster: string): Promise<string[]> {
     const members = (await this.machineNames(cluster)).flatMap((name) => {
-      const files = memberTlsFiles(this.pkiDir(cluster), this.memberPkiDir(cluster, name));
+      const files = memberTlsFiles(this.pki.pkiDir(cluster), this.pki.memberDir(cluster, name));
       return [files.certFile, files.peerCertFile];
     });
-    const client = clientTlsFiles(this.pkiDir(cluster));
-    return [client.caFile, client.certFile, ...members].filter((file) => existsSync(file));
+    const client = this.pki.clientTls(cluster);
+    return this.pki.withCa(cluster, () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
   }
 
   /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
-    const machine = await this.read(cluster, name);
+    const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
-    await (await loadPki()).issueMemberCertificates(this.pkiDir(cluster), this.memberPkiDir(cluster, name), name, machine.address, { renew: true, validityMs: this.certValidityMs });
+    await this.pki.issueMember(cluster, name, machine.address, true);
   }
 
-  async renewClientCertificate(cluster: string): Promise<void> {
-    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster), this.certValidityMs);
+  renewClientCertificate(cluster: string): Promise<void> {
+    return this.pki.renewClientCertificate(cluster);
   }
 
   /** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
-  async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    return (await loadPki()).caRotationPhase(this.pkiDir(cluster));
+  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
+    return this.pki.caRotationPhase(cluster);
   }
 
-  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    await (await loadPki()).advanceCaRotation(this.pkiDir(cluster), phase);
+  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
+    return this.pki.advanceCaRotation(cluster, phase);
   }
 
   /** Local processes hold no connection: nothing to close. */
@@ -335,11 +305,11 @@ export class LocalProcessProvider implements MachineProvider {
     return Promise.resolve();
   }
 
-  /** Names of the machines the provider holds for a cluster (including ones being deleted). */
+  /** Names of the machines the provider holds for a cluster (including ones being deleted), here or elsewhere. */
   async machineNames(cluster: string): Promise<string[]> {
     const dir = join(this.clusterDir(cluster), 'machines');
-    if (!existsSync(dir)) return [];
-    return (await readdir(dir)).sort();
+    const here = existsSync(dir) ? await readdir(dir) : [];
+    return [...new Set([...here, ...(await this.homes.names(this.state(cluster)))])].sort();
   }
 
   /**
@@ -354,7 +324,7 @@ export class LocalProcessProvider implements MachineProvider {
 
   private args(machine: MachineFile, dataDir: string, launch: MemberLaunch): string[] {
     // The machine's URLs, fixed at creation, say whether it was created with certificates.
-    const tls = machine.clientURL.startsWith('https:') ? memberTlsFiles(this.pkiDir(machine.cluster), this.memberPkiDir(machine.cluster, machine.name)) : undefined;
+    const tls = machine.clientURL.startsWith('https:') ? memberTlsFiles(this.pki.pkiDir(machine.cluster), this.pki.memberDir(machine.cluster, machine.name)) : undefined;
     return memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir, snapshotCount: this.snapshotCount, ...(tls === undefined ? {} : { tls }) }, launch);
   }
 
@@ -405,12 +375,17 @@ export class LocalProcessProvider implements MachineProvider {
     return join(this.machineDir(cluster, name), 'data');
   }
 
-  private pkiDir(cluster: string): string {
-    return join(this.clusterDir(cluster), 'pki');
+  private state(cluster: string): StoredClusterState {
+    return new StoredClusterState(this.store, `local-process/${cluster}`, this.clusterDir(cluster));
   }
 
-  private memberPkiDir(cluster: string, name: string): string {
-    return join(this.machineDir(cluster, name), 'pki');
+  /** The machine when it lives here; a clear error when it lives in another state dir or on another host. */
+  private async here(cluster: string, name: string): Promise<MachineFile | undefined> {
+    const machine = await this.read(cluster, name);
+    if (machine) return machine;
+    const elsewhere = await this.homes.elsewhere(this.state(cluster), name);
+    if (elsewhere) throw new Error(elsewhere.reason);
+    return undefined;
   }
 
   private read(cluster: string, name: string): Promise<MachineFile | undefined> {
@@ -419,12 +394,5 @@ export class LocalProcessProvider implements MachineProvider {
 
   private async write(machine: MachineFile): Promise<void> {
     await writeJsonAtomic(join(this.machineDir(machine.cluster, machine.name), 'machine.json'), machine);
-  }
-}
-
-function checkName(kind: string, name: string): void {
-  // Names become folder names: no separators, no dot-dot.
-  if (!NAME.test(name) || name.includes('..')) {
-    throw new InvalidInputError([`${kind} name "${name}" must be 1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit`]);
   }
 }

@@ -15,7 +15,7 @@ export function localProviderFor(manifest: ControlPlane, env: ProviderEnvironmen
     findBinary: etcdBinaryFinder(manifest.spec.etcd.binaries),
     insecure,
     honourFailureMarker: env.provisioningFailureMarker,
-    claims: env.store,
+    store: env.store,
     certValidityMs: env.certValidityMs,
   });
 }

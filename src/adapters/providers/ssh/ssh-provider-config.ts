@@ -37,7 +37,7 @@ export function sshProviderFor(manifest: ControlPlane, env: ProviderEnvironment)
     baseDir: spec.baseDir ?? DEFAULT_BASE_DIR,
     findBinary: (version) => binaries[version] ?? installed(version),
     version: manifest.spec.version,
-    claims: env.store,
+    store: env.store,
     ...(spec.provision === undefined
       ? {}
       : { provision: { create: spec.provision.create, ...(spec.provision.delete === undefined ? {} : { delete: spec.provision.delete }), timeoutMs: parseDuration(spec.provision.timeout) ?? 600_000 } }),

@@ -1,24 +1,29 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, readdir, rm } from 'node:fs/promises';
+import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SshHost } from '../../../api/ssh-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import type { CaRotationPhase, CreateMachineRequest, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
-import { readJsonIfPresent, writeFileAtomic } from '../../state-files.ts';
-import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
+import { readJsonIfPresent } from '../../state-files.ts';
+import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
+import { ClusterPki, memberPki } from '../../pki/cluster-pki.ts';
+import { memberTlsFiles } from '../../pki/pki-files.ts';
 import { memberFlags } from '../member-flags.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
 import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
 import { SshConnections, SshUnreachableError, type SshTarget } from './ssh-connections.ts';
+import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } from './ssh-machine.ts';
 
 /**
  * Machines on hosts you own, over SSH (README, "Your own machines"). A machine is one host from the
  * inventory, claimed in the state store so no two machines (of any cluster, any fastplane process
  * sharing the store) ever get the same host, or a host a provisioning hook created for it. What
- * fastplane knows is in `<stateDir>/clusters/<cluster>/machines/<name>/` (machine.json and the
- * member's certificates, as for the local provider); what runs is on the host under baseDir:
+ * fastplane knows of the cluster (each machine's record, the CA, the members' certificates) is in the
+ * record store (StoredClusterState), so any fastplane process on any host sharing the store acts on
+ * the same machines; `<stateDir>/clusters/<cluster>/` is only this host's copy of the files. What
+ * runs is on the host under baseDir:
  * `bin/etcd-<version>` and `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}`.
  *
  * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
@@ -42,29 +47,10 @@ export interface SshProviderOptions {
   findBinary: (version: string) => string;
   /** The spec's version: what a new machine's binary is (and what a create hook is told). */
   version: string;
-  claims: Pick<StateStore, 'claim' | 'releaseClaim' | 'listClaims'>;
+  /** Host claims and the cluster's provider state. */
+  store: Pick<StateStore, 'claim' | 'releaseClaim' | 'listClaims'> & DocumentStore;
   provision?: { create: string; delete?: string; timeoutMs: number };
   stopGraceMs?: number;
-}
-
-type SshMachineState = 'Provisioning' | 'Provisioned' | 'Failed';
-
-interface SshMachineFile {
-  cluster: string;
-  name: string;
-  ordinal: number;
-  failureDomain?: string;
-  host?: SshTarget;
-  /** The host came from the create hook: the delete hook gets it back. */
-  hooked?: boolean;
-  clientURL: string;
-  peerURL: string;
-  createdAt: number;
-  state: SshMachineState;
-  failureMessage?: string;
-  /** While Provisioning: what it waits for (a free host, its host to answer). */
-  waiting?: string;
-  deleting?: boolean;
 }
 
 interface Seen {
@@ -72,14 +58,16 @@ interface Seen {
   memberStartedAt?: number;
 }
 
-const loadPki = (): Promise<typeof import('../../pki/local-pki.ts')> => import('../../pki/local-pki.ts');
 
 export class SshProvider implements MachineProvider {
   private readonly ssh: SshConnections;
   private readonly lastSeen = new Map<string, Seen>();
 
+  private readonly pki: ClusterPki;
+
   constructor(private readonly options: SshProviderOptions) {
     this.ssh = new SshConnections(options.identityFile, options.knownHostsFile);
+    this.pki = new ClusterPki((cluster) => this.state(cluster));
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -97,7 +85,6 @@ export class SshProvider implements MachineProvider {
       createdAt: Date.now(),
       state: 'Provisioning',
     };
-    await mkdir(this.machineDir(cluster, name), { recursive: true, mode: 0o700 });
     await this.write(machine);
     const outcome = await this.provisionFile(machine);
     if (outcome instanceof Error) throw outcome;
@@ -167,7 +154,8 @@ export class SshProvider implements MachineProvider {
     const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
     const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
     // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
-    await writeRemoteFiles(this.ssh, machine.host, [{ path: pki.caFile, mode: 0o644, content: await readFile(clientTlsFiles(this.pkiDir(cluster)).caFile) }]);
+    const bundle = await this.pki.withCa(cluster, () => readFile(this.pki.clientTls(cluster).caFile), 'read');
+    await writeRemoteFiles(this.ssh, machine.host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
     if (launch.restoreFrom !== undefined) {
       const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir() };
       await restoreOnHost(this.ssh, machine.host, target, { ...launch, restoreFrom: launch.restoreFrom });
@@ -200,9 +188,10 @@ export class SshProvider implements MachineProvider {
       if (machine.hooked === true && this.options.provision?.delete !== undefined) {
         await runHook('delete', this.options.provision.delete, { ...this.hookRequest(machine), address: machine.host.address }, this.options.provision.timeoutMs);
       }
-      await this.options.claims.releaseClaim(HOST_POOL, hostKey(machine.host), owner(machine));
+      await this.options.store.releaseClaim(HOST_POOL, hostKey(machine.host), owner(machine));
     }
-    await rm(this.machineDir(cluster, name), { recursive: true, force: true });
+    await this.pki.forgetMember(cluster, name, () => rm(this.machineDir(cluster, name), { recursive: true, force: true }));
+    await this.state(cluster).deleteRecord(machineKey(name));
   }
 
   /** `fastplane down`: every machine of the cluster deleted, then its folder (and CA) removed. */
@@ -210,12 +199,16 @@ export class SshProvider implements MachineProvider {
     const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name)));
     const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
     if (failed.length > 0) throw new Error(`could not remove every machine of ${cluster}: ${failed.join('; ')}`);
-    await rm(join(this.options.stateDir, 'clusters', cluster), { recursive: true, force: true });
+    await this.state(cluster).drop();
     await this.ssh.close();
   }
 
   clientTls(cluster: string): TlsFiles {
-    return clientTlsFiles(this.pkiDir(cluster));
+    return this.pki.clientTls(cluster);
+  }
+
+  loadClientTls(cluster: string): Promise<TlsFiles> {
+    return this.pki.loadClientTls(cluster);
   }
 
   /** New server and peer certificates for a machine, issued here and written to its host (its member stopped). */
@@ -224,31 +217,35 @@ export class SshProvider implements MachineProvider {
     await this.installCertificates(machine, machine.host, true);
   }
 
-  async renewClientCertificate(cluster: string): Promise<void> {
-    await (await loadPki()).renewClientCertificate(this.pkiDir(cluster));
+  renewClientCertificate(cluster: string): Promise<void> {
+    return this.pki.renewClientCertificate(cluster);
   }
 
-  /** Where a CA rotation stands; its files are here, and reach each host as its member restarts. */
-  async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    return (await loadPki()).caRotationPhase(this.pkiDir(cluster));
+  /** Where a CA rotation stands; its files are in the record store, and reach each host as its member restarts. */
+  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
+    return this.pki.caRotationPhase(cluster);
   }
 
-  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    await (await loadPki()).advanceCaRotation(this.pkiDir(cluster), phase);
+  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
+    return this.pki.advanceCaRotation(cluster, phase);
   }
 
   async certificateFiles(cluster: string): Promise<string[]> {
+    const names = await this.machineNames(cluster);
     const client = this.clientTls(cluster);
-    const members = (await this.machineNames(cluster)).flatMap((name) => {
-      const files = memberTlsFiles(this.pkiDir(cluster), join(this.machineDir(cluster, name), 'pki'));
+    const members = names.flatMap((name) => {
+      const files = memberTlsFiles(this.pki.pkiDir(cluster), this.pki.memberDir(cluster, name));
       return [files.certFile, files.peerCertFile];
     });
-    return [client.caFile, client.certFile, ...members].filter((file) => existsSync(file));
+    return this.state(cluster).withFiles(['pki', ...names.map(memberPki)], () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
   }
 
   async machineNames(cluster: string): Promise<string[]> {
+    const stored = (await this.state(cluster).recordKeys(MACHINE)).map((key) => key.slice(MACHINE.length));
+    // Machines of a version that kept their records on this host only, stored on their first read.
     const dir = join(this.options.stateDir, 'clusters', cluster, 'machines');
-    return existsSync(dir) ? (await readdir(dir)).sort() : [];
+    const local = existsSync(dir) ? (await readdir(dir)).filter((name) => existsSync(join(dir, name, 'machine.json'))) : [];
+    return [...new Set([...stored, ...local])].sort();
   }
 
   close(): Promise<void> {
@@ -265,17 +262,17 @@ export class SshProvider implements MachineProvider {
     if (this.options.provision !== undefined) {
       const answer = await runCreateHook(this.options.provision.create, this.hookRequest(machine), this.options.provision.timeoutMs);
       const host = { address: answer.address, port: answer.port, user: answer.user };
-      if (!(await this.options.claims.claim(HOST_POOL, hostKey(host), me))) throw new Error(`create hook answered ${hostKey(host)}, which another machine holds`);
+      if (!(await this.options.store.claim(HOST_POOL, hostKey(host), me))) throw new Error(`create hook answered ${hostKey(host)}, which another machine holds`);
       return host;
     }
-    const claims = await this.options.claims.listClaims(HOST_POOL);
+    const claims = await this.options.store.listClaims(HOST_POOL);
     const mine = this.options.hosts.find((h) => claims.some((c) => c.key === hostKey(h) && c.owner === me));
     if (mine) return mine;
     const taken = new Set(claims.map((c) => c.key));
     const free = this.options.hosts.filter((h) => !taken.has(hostKey(h)));
     const ordered = [...free.filter((h) => h.failureDomain === machine.failureDomain), ...free.filter((h) => h.failureDomain !== machine.failureDomain)];
     for (const host of ordered) {
-      if (await this.options.claims.claim(HOST_POOL, hostKey(host), me)) return host;
+      if (await this.options.store.claim(HOST_POOL, hostKey(host), me)) return host;
     }
     return undefined;
   }
@@ -307,8 +304,7 @@ export class SshProvider implements MachineProvider {
    * new keys and certificates for a member that has run (stopped meanwhile), its data left alone.
    */
   private async installCertificates(machine: SshMachineFile, host: SshTarget, renew = false): Promise<void> {
-    const localPki = join(this.machineDir(machine.cluster, machine.name), 'pki');
-    const local = await (await loadPki()).issueMemberCertificates(this.pkiDir(machine.cluster), localPki, machine.name, host.address, { renew });
+    const local = await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
     const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
     const remote = memberTlsFiles(remoteDir, remoteDir);
     const pairs: [string, string, number][] = [
@@ -318,7 +314,8 @@ export class SshProvider implements MachineProvider {
       [local.peerCertFile, remote.peerCertFile, 0o644],
       [local.peerKeyFile, remote.peerKeyFile, 0o600],
     ];
-    const files = await Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) })));
+    // Read while no other call of this host changes the copy (CA files change only under the lease).
+    const files = await this.pki.readMember(machine.cluster, machine.name, () => Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) }))));
     if (!renew) {
       // A machine being provisioned has never run: whatever a machine of the same name left on this
       // host (a crash before its wipe) is not its data, and etcd must not start from it.
@@ -366,27 +363,23 @@ export class SshProvider implements MachineProvider {
     return join(this.options.stateDir, 'clusters', cluster, 'machines', name);
   }
 
-  private pkiDir(cluster: string): string {
-    return join(this.options.stateDir, 'clusters', cluster, 'pki');
+  private state(cluster: string): StoredClusterState {
+    return new StoredClusterState(this.options.store, `ssh/${cluster}`, join(this.options.stateDir, 'clusters', cluster));
   }
 
-  private read(cluster: string, name: string): Promise<SshMachineFile | undefined> {
-    return readJsonIfPresent<SshMachineFile>(join(this.machineDir(cluster, name), 'machine.json'));
+  private async read(cluster: string, name: string): Promise<SshMachineFile | undefined> {
+    const stored = await this.state(cluster).readRecord<SshMachineFile>(machineKey(name));
+    if (stored) return stored;
+    // A record a version that kept them on this host left: stored now, then only the store's is read.
+    const legacyFile = join(this.machineDir(cluster, name), 'machine.json');
+    const legacy = await readJsonIfPresent<SshMachineFile>(legacyFile);
+    if (!legacy) return undefined;
+    await this.write(legacy);
+    await rm(legacyFile, { force: true });
+    return legacy;
   }
 
   private write(machine: SshMachineFile): Promise<void> {
-    return writeFileAtomic(join(this.machineDir(machine.cluster, machine.name), 'machine.json'), `${JSON.stringify(machine, null, 2)}\n`);
+    return this.state(machine.cluster).writeRecord(machineKey(machine.name), machine);
   }
-}
-
-function hostKey(host: SshTarget): string {
-  return `${host.address}:${String(host.port)}`;
-}
-
-function identity(machine: SshMachineFile): Pick<MachineInfra, 'name' | 'address' | 'clientURL' | 'peerURL'> {
-  return { name: machine.name, address: machine.host?.address ?? '', clientURL: machine.clientURL, peerURL: machine.peerURL };
-}
-
-function owner(machine: { cluster: string; name: string }): string {
-  return `${machine.cluster}/${machine.name}`;
 }
