@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
 import type { ClientAccess } from '../../src/cli/endpoints-command.ts';
-import type { ControlPlaneRecord, MachineRecord } from '../../src/domain/machine.ts';
+import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../src/domain/machine.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
 
 // The self-hosted set-up of the README: a management control plane brought up with the default store
@@ -87,6 +87,40 @@ test('with --store etcd pointed at mgmt, up, status, scale and down keep their r
   assert.deepEqual(await records<unknown>('/fastplane/machines/'), []);
   assert.deepEqual(await records<unknown>('/fastplane/claims/'), [], 'down gave the slot back');
   assert.deepEqual(env.controlPlanes(), ['mgmt']);
+});
+
+test('another state dir sharing the etcd store sees the machines out of its reach, never gone: records kept, members reached with the CA from the store', async () => {
+  // Both state dirs on an address range of their own, apart from mgmt's.
+  const home = newEnv('127.169');
+  const other = newEnv('127.169');
+  const up = await home.run([...storeFlags(), 'up', '--name', 'shared', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
+  assert.equal(up.code, 0, up.stderr);
+  const before = await records<MachineRecord>('/fastplane/machines/shared/');
+  assert.equal(before.length, 3);
+
+  const status = await other.run([...storeFlags(), 'status', 'shared', '-o', 'json']);
+  assert.equal(status.code, 0, status.stderr);
+  const seen = statusOf(status.stdout).status;
+  assert.equal(seen.machines.length, 3, 'every machine described');
+  assert.equal(seen.readyReplicas, 3, `members reached from the other state dir with the CA from the store: ${JSON.stringify(seen.waits)}`);
+
+  // A reconcile from there changes nothing: no machine is taken for gone, no record is torn down.
+  const startedAt = Date.now();
+  const again = await other.run([...storeFlags(), 'up', '--name', 'shared', '--replicas', '3', '--timeout', '60s', '-o', 'json']);
+  assert.equal(again.code, 0, again.stderr);
+  const after = await records<MachineRecord>('/fastplane/machines/shared/');
+  assert.deepEqual(after.map((m) => m.name).sort(), before.map((m) => m.name).sort(), 'the same machines on record');
+  const events = await other.run([...storeFlags(), 'events', 'shared', '-o', 'json']);
+  assert.equal(events.code, 0, events.stderr);
+  const acted = (JSON.parse(events.stdout) as EventRecord[]).filter((e) => e.at >= startedAt && e.action !== undefined);
+  assert.deepEqual(acted.map((e) => `${e.action ?? ''} ${e.machine ?? ''}`), [], 'no action from the other state dir');
+
+  // A lifecycle action from there is refused with the reason, not carried out on the wrong host.
+  const down = await other.run([...storeFlags(), 'down', 'shared', '--wait', '5s']);
+  assert.notEqual(down.code, 0, 'down from another state dir cannot stop processes it cannot reach');
+  assert.match(down.stderr, /cannot reach its processes/);
+  const downAtHome = await home.run([...storeFlags(), 'down', 'shared']);
+  assert.equal(downAtHome.code, 0, downAtHome.stderr);
 });
 
 test('a bad store setting is exit 2 naming the flag; an etcd store that does not answer is a one-line error', async () => {

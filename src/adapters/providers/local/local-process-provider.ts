@@ -249,6 +249,8 @@ export class LocalProcessProvider implements MachineProvider {
   async destroyCluster(cluster: string): Promise<void> {
     checkName('cluster', cluster);
     const names = await this.machineNames(cluster);
+    // Before anything is stopped or forgotten: members this process cannot reach would run on, orphaned.
+    for (const name of names) if (!(await this.read(cluster, name))) await this.here(cluster, name);
     await Promise.all(
       names.map(async (name) => {
         const machine = await this.read(cluster, name);
