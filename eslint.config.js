@@ -1,10 +1,48 @@
 import eslint from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
+
+/**
+ * The layers: the folders each folder of src/ may import, besides itself. Lower layers never import
+ * higher ones: api <- domain <- ports <- lease, planner <- executor <- reconciler <- controller, care
+ * <- cli. Adapters implement ports and import nothing above them; sim, bench and cli put the parts
+ * together (composition roots), report renders what bench measured.
+ */
+const LAYERS = {
+  api: [],
+  domain: ['api'],
+  ports: ['api', 'domain'],
+  lease: ['api', 'domain', 'ports'],
+  planner: ['api', 'domain', 'ports'],
+  executor: ['api', 'domain', 'ports', 'lease', 'planner'],
+  reconciler: ['api', 'domain', 'ports', 'lease', 'planner', 'executor'],
+  care: ['api', 'domain', 'ports', 'lease', 'planner'],
+  controller: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler'],
+  adapters: ['api', 'domain', 'ports'],
+  sim: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler', 'adapters'],
+  bench: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler', 'adapters'],
+  report: ['api', 'domain', 'bench'],
+  cli: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler', 'care', 'controller', 'adapters', 'sim', 'bench', 'report'],
+};
+const PURE = new Set(['planner', 'domain']);
+
+/** Import patterns for every folder of src/ that `folder` may not import. */
+function forbiddenFor(folder, allowed) {
+  const others = Object.keys(LAYERS).filter((other) => other !== folder && !allowed.includes(other));
+  return others.length === 0 ? [] : [{ group: others.map((other) => `**/${other}/**`), message: `imports flow downward only: src/${folder} may import ${allowed.length === 0 ? 'nothing outside itself' : allowed.join(', ')}` }];
+}
 
 const impureGlobals = ['process', 'console', 'setTimeout', 'setInterval', 'setImmediate', 'fetch'].map((name) => ({
   name,
   message: 'planner and domain stay pure: no I/O, clock or timers',
 }));
+
+const impureSyntax = [
+  { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: 'the planner gets `now` as an argument' },
+  { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'the planner gets `now` as an argument' },
+  { selector: "CallExpression[callee.object.name='Math'][callee.property.name='random']", message: 'the planner is deterministic' },
+  { selector: 'AwaitExpression', message: 'the planner is synchronous' },
+];
 
 export default tseslint.config(
   { ignores: ['node_modules/**', '.cache/**', 'dist/**', 'eslint.config.js', 'bin/**'] },
@@ -19,41 +57,25 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
     },
   },
-  {
-    files: ['src/planner/**/*.ts', 'src/domain/**/*.ts', 'src/api/**/*.ts'],
+  { plugins: { 'import-x': importX }, settings: { 'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts'] })], 'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] }, 'import-x/extensions': ['.ts'] } },
+  // No import circle anywhere in the product.
+  { files: ['src/**/*.ts'], rules: { 'import-x/no-cycle': 'error' } },
+  // The layers, per folder: each imports only the folders listed for it (docs/architecture.md).
+  ...Object.entries(LAYERS).map(([folder, allowed]) => ({
+    files: [`src/${folder}/**/*.ts`],
     rules: {
+      ...(PURE.has(folder) ? { 'no-restricted-globals': ['error', ...impureGlobals], 'no-restricted-syntax': ['error', ...impureSyntax] } : {}),
       'no-restricted-imports': [
         'error',
         {
           patterns: [
-            { group: ['**/adapters/**', '**/executor/**', '**/reconciler/**', '**/cli/**', '**/sim/**'], message: 'imports flow downward only' },
+            ...(PURE.has(folder) ? [{ group: ['node:*', 'fs', 'child_process', 'etcd3', 'better-sqlite3', 'pino'], message: 'planner and domain import no node module or adapter' }] : []),
+            ...forbiddenFor(folder, allowed),
           ],
         },
       ],
     },
-  },
-  {
-    files: ['src/planner/**/*.ts', 'src/domain/**/*.ts'],
-    rules: {
-      'no-restricted-globals': ['error', ...impureGlobals],
-      'no-restricted-imports': [
-        'error',
-        {
-          patterns: [
-            { group: ['node:*', 'fs', 'child_process', 'etcd3', 'better-sqlite3', 'pino'], message: 'planner and domain import no node module or adapter' },
-            { group: ['**/adapters/**', '**/executor/**', '**/reconciler/**', '**/cli/**', '**/sim/**'], message: 'imports flow downward only' },
-          ],
-        },
-      ],
-      'no-restricted-syntax': [
-        'error',
-        { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: 'the planner gets `now` as an argument' },
-        { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'the planner gets `now` as an argument' },
-        { selector: "CallExpression[callee.object.name='Math'][callee.property.name='random']", message: 'the planner is deterministic' },
-        { selector: 'AwaitExpression', message: 'the planner is synchronous' },
-      ],
-    },
-  },
+  })),
   {
     files: ['test/**/*.ts', 'bench/**/*.ts', 'scripts/**/*.ts'],
     rules: {
