@@ -4,7 +4,7 @@
 // `{ "scenarios": [...] }` (json, each with its mode). --soak repeats them until the time is up.
 import { parseDuration } from '../../src/api/duration.ts';
 import { NETWORK_SCENARIOS } from './network-scenarios.ts';
-import { runScenario, SCENARIOS, type ReconfigurationMode, type ScenarioResult } from './scenarios.ts';
+import { OLDER_VERSION_SCENARIOS, runScenario, SCENARIOS, type ReconfigurationMode, type ScenarioResult } from './scenarios.ts';
 
 function option(name: string): string | undefined {
   const i = process.argv.indexOf(name);
@@ -20,7 +20,7 @@ if (soakMs === undefined || (format !== 'json' && format !== 'table') || modes.l
   process.stderr.write('usage: npm run chaos -- [-o table|json] [--soak DURATION] [--only NAME] [--mode etcd|fastplane|both]\n');
   process.exit(2);
 }
-const chosen = [...SCENARIOS, ...NETWORK_SCENARIOS].filter((s) => only === undefined || s.name.includes(only));
+const chosen = [...SCENARIOS, ...OLDER_VERSION_SCENARIOS, ...NETWORK_SCENARIOS].filter((s) => only === undefined || s.name.includes(only));
 const results: ScenarioResult[] = [];
 const until = Date.now() + soakMs;
 do {
