@@ -87,11 +87,15 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     assertOneChangeAtATime(env, 'sd');
   });
 
-  for (const maxSurge of [1, 2]) {
-    test(`rollout 3.4.23 → 3.5.16 with maxSurge ${String(maxSurge)} keeps every key, one membership change at a time`, async () => {
-      const env = newEnv(maxSurge === 1 ? '127.71' : '127.72');
-      const name = `roll${String(maxSurge)}`;
-      const file = env.writeManifest(name, { replicas: 3, version: '3.4.23', rollout: { maxSurge } });
+  for (const { from, to, maxSurge, prefix } of [
+    { from: '3.4.23', to: '3.5.16', maxSurge: 1, prefix: '127.71' },
+    { from: '3.4.23', to: '3.5.16', maxSurge: 2, prefix: '127.72' },
+    { from: '3.6.17', to: '3.7.4', maxSurge: 1, prefix: '127.125' },
+  ]) {
+    test(`rollout ${from} → ${to} with maxSurge ${String(maxSurge)} keeps every key, one membership change at a time`, async () => {
+      const env = newEnv(prefix);
+      const name = `roll${String(maxSurge)}-${from.replace(/\./g, '')}`;
+      const file = env.writeManifest(name, { replicas: 3, version: from, rollout: { maxSurge } });
       const before = await upOk(env, ['up', '-f', file]);
       const kv = kvClientFor(before.status);
       try {
@@ -103,14 +107,14 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
       watch.start();
       let after: ControlPlaneStatusDocument;
       try {
-        after = await upOk(env, ['rollout', name, '--version', '3.5.16']);
+        after = await upOk(env, ['rollout', name, '--version', to]);
       } finally {
         await watch.stop();
       }
       const etcd = await membership(after);
       assert.equal(etcd.voters, 3);
-      assert.deepEqual(etcd.versions, ['3.5.16', '3.5.16', '3.5.16'], 'every member reports 3.5.16');
-      assert.ok(after.status.machines.every((m) => m.version === '3.5.16'));
+      assert.deepEqual(etcd.versions, [to, to, to], `every member reports ${to}`);
+      assert.ok(after.status.machines.every((m) => m.version === to));
       const reader = kvClientFor(after.status);
       try {
         const keys = await reader.getAll().prefix('/rollout/').strings();
@@ -124,81 +128,92 @@ describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
     });
   }
 
-  test('kill -9 of one voter: replaced within unhealthyAfter + one join, quorum kept, the replacement has a new peer URL', async () => {
-    const env = newEnv('127.73');
-    const file = env.writeManifest('heal', { replicas: 3, remediation: { unhealthyAfter: '3s' } });
-    const before = await upOk(env, ['up', '-f', file]);
-    const victim = followerOf(before);
-    const oldPeers = new Set(before.status.machines.map((m) => m.peerURL));
-    const watch = new ClusterWatch(before.status);
-    watch.start();
-    const killedAt = Date.now();
-    let after: ControlPlaneStatusDocument;
-    try {
-      for (const pid of memberPids(env, 'heal', victim)) process.kill(pid, 'SIGKILL');
-      after = await upOk(env, ['up', '--name', 'heal']);
-    } finally {
-      await watch.stop();
-    }
-    const seconds = (Date.now() - killedAt) / 1000;
-    console.log(`voter ${victim} replaced ${String(seconds)} s after kill -9`);
-    assert.ok(seconds < 3 + 15, `replaced within unhealthyAfter (3 s) + one join, took ${String(seconds)} s`);
-    assert.ok(!after.status.machines.some((m) => m.name === victim), 'the killed machine is gone');
-    const replacement = after.status.machines.filter((m) => !oldPeers.has(m.peerURL));
-    assert.equal(replacement.length, 1, 'one replacement with a new peer URL');
-    assert.equal((await membership(after)).voters, 3);
-    assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
-    assert.ok(env.events('heal').some((e) => e.action === 'MarkMachineFailed' && e.machine === victim && e.message.includes('MemberUnhealthy')));
-  });
+  // On the default version (3.6) and on the oldest supported.
+  for (const { version, prefix } of [
+    { version: '3.6.17', prefix: '127.73' },
+    { version: '3.4.23', prefix: '127.126' },
+  ]) {
+    test(`kill -9 of one voter on etcd ${version}: replaced within unhealthyAfter + one join, quorum kept, the replacement has a new peer URL`, async () => {
+      const env = newEnv(prefix);
+      const file = env.writeManifest('heal', { replicas: 3, version, remediation: { unhealthyAfter: '3s' } });
+      const before = await upOk(env, ['up', '-f', file]);
+      const victim = followerOf(before);
+      const oldPeers = new Set(before.status.machines.map((m) => m.peerURL));
+      const watch = new ClusterWatch(before.status);
+      watch.start();
+      const killedAt = Date.now();
+      let after: ControlPlaneStatusDocument;
+      try {
+        for (const pid of memberPids(env, 'heal', victim)) process.kill(pid, 'SIGKILL');
+        after = await upOk(env, ['up', '--name', 'heal']);
+      } finally {
+        await watch.stop();
+      }
+      const seconds = (Date.now() - killedAt) / 1000;
+      console.log(`voter ${victim} replaced ${String(seconds)} s after kill -9`);
+      assert.ok(seconds < 3 + 15, `replaced within unhealthyAfter (3 s) + one join, took ${String(seconds)} s`);
+      assert.ok(!after.status.machines.some((m) => m.name === victim), 'the killed machine is gone');
+      const replacement = after.status.machines.filter((m) => !oldPeers.has(m.peerURL));
+      assert.equal(replacement.length, 1, 'one replacement with a new peer URL');
+      assert.equal((await membership(after)).voters, 3);
+      assert.deepEqual(watch.quorumLosses(), [], 'quorum held throughout');
+      assert.ok(env.events('heal').some((e) => e.action === 'MarkMachineFailed' && e.machine === victim && e.message.includes('MemberUnhealthy')));
+    });
+  }
 
-  test('every member killed at once, as by a host reboot: the next up starts each from its data dir, same members, every key kept', async () => {
-    const env = newEnv('127.78');
-    const file = env.writeManifest('reboot', { replicas: 3 });
-    const before = await upOk(env, ['up', '-f', file]);
-    const kv = kvClientFor(before.status);
-    try {
-      await kv.put('/reboot/key').value('kept');
-    } finally {
-      kv.close();
-    }
-    const membersBefore = (await askEtcd(before.status)).members.map((m) => m.id).sort();
-    // A member that exits within the restart backoff of its start waits that out; a reboot comes later.
-    await sleep(MEMBER_RESTART_BACKOFF_MS);
-    const watch = new ClusterWatch(before.status);
-    watch.start();
-    const eventsBefore = env.events('reboot').length;
-    let after: Awaited<ReturnType<typeof upOk>>;
-    let killedAt = 0;
-    let recoveredAt = 0;
-    try {
-      await watch.until((s) => s.answeringVoters === 3 && s.leaderPeerURL !== undefined);
-      // Leader transfers leave the cluster leaderless for a moment, with quorum intact.
-      await moveLeaderAround(before, 6);
-      killedAt = Date.now();
-      for (const m of before.status.machines) for (const pid of memberPids(env, 'reboot', m.name)) process.kill(pid, 'SIGKILL');
-      after = await upOk(env, ['up', '--name', 'reboot']);
-      recoveredAt = (await watch.until((s) => s.answeringVoters === 3 && s.leaderPeerURL !== undefined)).at;
-    } finally {
-      await watch.stop();
-    }
-    // The watch that guards "quorum held" in the other tests sees this outage and the recovery, and
-    // nothing before or after it: not the leader transfers.
-    const losses = watch.quorumLosses();
-    assert.ok(losses.length > 0, 'the outage is seen from outside');
-    // A sample begins before its calls; one begun up to its longest run (~2.1 s) before the kill may see it.
-    assert.deepEqual(losses.filter((s) => s.at < killedAt - 2_500 || s.at >= recoveredAt), [], 'losses only during the outage');
-    assert.deepEqual(after.status.machines.map((m) => m.name).sort(), before.status.machines.map((m) => m.name).sort(), 'no machine replaced');
-    assert.deepEqual((await askEtcd(after.status)).members.map((m) => m.id).sort(), membersBefore, 'the same members, as etcd lists them');
-    const actions = env.events('reboot').slice(eventsBefore).filter((e) => e.action !== undefined && e.outcome === 'Succeeded');
-    assert.deepEqual([...new Set(actions.map((e) => e.action))], ['RestartMember'], 'restarts only: no membership change, no replacement');
-    assert.equal(new Set(actions.map((e) => e.machine)).size, 3, 'each member started again');
-    const reader = kvClientFor(after.status);
-    try {
-      assert.equal(await reader.get('/reboot/key').string(), 'kept');
-    } finally {
-      reader.close();
-    }
-  });
+  for (const { version, prefix } of [
+    { version: '3.6.17', prefix: '127.78' },
+    { version: '3.4.23', prefix: '127.127' },
+  ]) {
+    test(`every member killed at once on etcd ${version}, as by a host reboot: the next up starts each from its data dir, same members, every key kept`, async () => {
+      const env = newEnv(prefix);
+      const file = env.writeManifest('reboot', { replicas: 3, version });
+      const before = await upOk(env, ['up', '-f', file]);
+      const kv = kvClientFor(before.status);
+      try {
+        await kv.put('/reboot/key').value('kept');
+      } finally {
+        kv.close();
+      }
+      const membersBefore = (await askEtcd(before.status)).members.map((m) => m.id).sort();
+      // A member that exits within the restart backoff of its start waits that out; a reboot comes later.
+      await sleep(MEMBER_RESTART_BACKOFF_MS);
+      const watch = new ClusterWatch(before.status);
+      watch.start();
+      const eventsBefore = env.events('reboot').length;
+      let after: Awaited<ReturnType<typeof upOk>>;
+      let killedAt = 0;
+      let recoveredAt = 0;
+      try {
+        await watch.until((s) => s.answeringVoters === 3 && s.leaderPeerURL !== undefined);
+        // Leader transfers leave the cluster leaderless for a moment, with quorum intact.
+        await moveLeaderAround(before, 6);
+        killedAt = Date.now();
+        for (const m of before.status.machines) for (const pid of memberPids(env, 'reboot', m.name)) process.kill(pid, 'SIGKILL');
+        after = await upOk(env, ['up', '--name', 'reboot']);
+        recoveredAt = (await watch.until((s) => s.answeringVoters === 3 && s.leaderPeerURL !== undefined)).at;
+      } finally {
+        await watch.stop();
+      }
+      // The watch that guards "quorum held" in the other tests sees this outage and the recovery, and
+      // nothing before or after it: not the leader transfers.
+      const losses = watch.quorumLosses();
+      assert.ok(losses.length > 0, 'the outage is seen from outside');
+      // A sample begins before its calls; one begun up to its longest run (~2.1 s) before the kill may see it.
+      assert.deepEqual(losses.filter((s) => s.at < killedAt - 2_500 || s.at >= recoveredAt), [], 'losses only during the outage');
+      assert.deepEqual(after.status.machines.map((m) => m.name).sort(), before.status.machines.map((m) => m.name).sort(), 'no machine replaced');
+      assert.deepEqual((await askEtcd(after.status)).members.map((m) => m.id).sort(), membersBefore, 'the same members, as etcd lists them');
+      const actions = env.events('reboot').slice(eventsBefore).filter((e) => e.action !== undefined && e.outcome === 'Succeeded');
+      assert.deepEqual([...new Set(actions.map((e) => e.action))], ['RestartMember'], 'restarts only: no membership change, no replacement');
+      assert.equal(new Set(actions.map((e) => e.machine)).size, 3, 'each member started again');
+      const reader = kvClientFor(after.status);
+      try {
+        assert.equal(await reader.get('/reboot/key').string(), 'kept');
+      } finally {
+        reader.close();
+      }
+    });
+  }
 
   test('a learner whose process is killed before promotion is removed and its machine replaced', async () => {
     const env = newEnv('127.74');
