@@ -21,7 +21,7 @@ import { systemClock } from '../ports/clock.ts';
 import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../lease/lease-keeper.ts';
 import type { ObserveDeps } from '../reconciler/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
-import { carePortFor } from './care-port.ts';
+import { careFor } from './care.ts';
 import { openLogger, parseLogOptions, type LogOptions } from './logging.ts';
 import type { OpenedStore, StoreFlags } from './store-selection.ts';
 import { testHooksFromEnv, type TestHooks } from './test-hooks.ts';
@@ -132,7 +132,7 @@ export class CliContext {
 
   /** What observing needs: reads only (status). */
   async observeDeps(manifest: ControlPlane): Promise<ObserveDeps> {
-    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: carePortFor(this, manifest) };
+    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: careFor(this, manifest) };
   }
 
   /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */

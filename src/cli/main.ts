@@ -1,16 +1,18 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
-import type { RestoreFlags } from './backup-commands.ts';
-import type { benchCommand } from './bench.ts';
-import type { rolloutCommand, scaleCommand, upCommand } from './commands.ts';
+import type { benchCommand } from './commands/bench.ts';
+import type { ControllerFlags } from './commands/controller.ts';
+import type { MaintainFlags } from './commands/maintain.ts';
+import type { RestoreFlags } from './commands/restore.ts';
+import type { rolloutCommand } from './commands/rollout.ts';
+import type { scaleCommand } from './commands/scale.ts';
+import type { SimulateFlags } from './commands/simulate.ts';
+import type { statusCommand } from './commands/status.ts';
+import type { upCommand } from './commands/up.ts';
 import type { CliContext, ContextOptions, GlobalOptions } from './context.ts';
-import type { ControllerFlags } from './controller-command.ts';
 import { EXIT } from './exit-codes.ts';
-import type { MaintainFlags } from './maintain-command.ts';
 import type { RecoverFlags } from './recover-command.ts';
-import type { statusCommand } from './status-command.ts';
-import type { SimulateFlags } from './simulate.ts';
 
 // package.json sits two levels up from both src/cli/main.ts and dist/cli/main.js.
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -18,9 +20,9 @@ const { version } = JSON.parse(readFileSync(new URL('../../package.json', import
 const output = (): Option => new Option('-o, --output <format>', 'table, json or yaml').default('table');
 const timeout = (): Option => new Option('--timeout <duration>', 'give up after this long (exit 4)').default('10m');
 
-// Each command's module is imported when that command runs: importing them all (etcd3 with gRPC and
-// protobufjs, better-sqlite3, listr2, x509) made every start, `--help` included, cost about a second.
-const commands = (): Promise<typeof import('./commands.ts')> => import('./commands.ts');
+// Each command's module (commands/<verb>.ts) is imported when that command runs: importing them all
+// (etcd3 with gRPC and protobufjs, better-sqlite3, listr2, x509) made every start, `--help` included,
+// cost about a second.
 
 /** Runs a command with an opened context; maps failures to the exit codes of the CLI contract. */
 async function withContext(program: Command, run: (ctx: CliContext) => Promise<number>, options?: ContextOptions): Promise<void> {
@@ -82,7 +84,7 @@ export function buildProgram(): Command {
     .option('--reconfiguration-check <who>', "etcd (default: etcd's own checks and 5 s rule) or fastplane (the planner checks; members run --strict-reconfig-check=false)")
     .addOption(timeout())
     .addOption(output())
-    .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, async (ctx) => (await commands()).upCommand(ctx, flags)));
+    .action(async (flags: Parameters<typeof upCommand>[1]) => withContext(program, async (ctx) => (await import('./commands/up.ts')).upCommand(ctx, flags)));
 
   program
     .command('scale <name>')
@@ -90,7 +92,7 @@ export function buildProgram(): Command {
     .requiredOption('--replicas <n>', 'number of members (odd, 1..9)')
     .addOption(timeout())
     .addOption(output())
-    .action(async (name: string, flags: Parameters<typeof scaleCommand>[2]) => withContext(program, async (ctx) => (await commands()).scaleCommand(ctx, name, flags)));
+    .action(async (name: string, flags: Parameters<typeof scaleCommand>[2]) => withContext(program, async (ctx) => (await import('./commands/scale.ts')).scaleCommand(ctx, name, flags)));
 
   program
     .command('rollout <name>')
@@ -99,39 +101,39 @@ export function buildProgram(): Command {
     .option('--etcd-binaries <dir>', 'a directory holding etcd, etcdctl and etcdutl of the target version, used instead of the installed ones')
     .addOption(timeout())
     .addOption(output())
-    .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, async (ctx) => (await commands()).rolloutCommand(ctx, name, flags)));
+    .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, async (ctx) => (await import('./commands/rollout.ts')).rolloutCommand(ctx, name, flags)));
 
   program
     .command('status [name]')
     .description('show control planes as etcd reports them now')
     .option('--explain', 'print what the planner is waiting for and why')
     .addOption(output())
-    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, async (ctx) => (await import('./status-command.ts')).statusCommand(ctx, name, flags)));
+    .action(async (name: string | undefined, flags: Parameters<typeof statusCommand>[2]) => withContext(program, async (ctx) => (await import('./commands/status.ts')).statusCommand(ctx, name, flags)));
 
   program
     .command('endpoints <name>')
     .description("print a control plane's client URLs and fastplane's client certificate, as the flags that make it the record store (--store etcd ...)")
     .addOption(new Option('-o, --output <format>', 'flags (to paste after fastplane), env (export lines) or json').default('flags'))
-    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./endpoints-command.ts')).endpointsCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./commands/endpoints.ts')).endpointsCommand(ctx, name, flags)));
 
   program
     .command('down <name>')
     .description('stop every member of a control plane and delete its machines and records')
     .option('--wait <duration>', 'how long a running reconcile gets to stop when asked', '30s')
     .option('--force', 'after --wait, take the lease from a reconcile that did not stop (it is fenced out)')
-    .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, async (ctx) => (await commands()).downCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, async (ctx) => (await import('./commands/down.ts')).downCommand(ctx, name, flags)));
 
   program
     .command('backup <name>')
     .description('take a snapshot of a control plane from a healthy member, verify it and store it in <state dir>/backups/<name>/')
     .addOption(new Option('-o, --output <format>', 'table or json (the backup\'s sidecar with its file)').default('table'))
-    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./backup-commands.ts')).backupCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./commands/backup.ts')).backupCommand(ctx, name, flags)));
 
   program
     .command('backups <name>')
     .description('list the backups of a control plane, oldest first')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./backup-commands.ts')).backupsCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./commands/backups.ts')).backupsCommand(ctx, name, flags)));
 
   program
     .command('restore <name>')
@@ -142,14 +144,14 @@ export function buildProgram(): Command {
     .option('--replace', 'replace an existing control plane of that name, after taking a backup of it')
     .addOption(timeout())
     .addOption(output())
-    .action(async (name: string, flags: RestoreFlags) => withContext(program, async (ctx) => (await import('./backup-commands.ts')).restoreCommand(ctx, name, flags)));
+    .action(async (name: string, flags: RestoreFlags) => withContext(program, async (ctx) => (await import('./commands/restore.ts')).restoreCommand(ctx, name, flags)));
 
   program
     .command('certs <name-or-renew> [name]')
     .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
     .option('--ca', 'with renew: also rotate the CA (trust both, re-issue from the new CA, drop the old), members restarted one at a time')
-    .action(async (first: string, second: string | undefined, flags: { output: string; ca?: boolean }) => withContext(program, async (ctx) => (await import('./certs-commands.ts')).certsCommand(ctx, first, second, flags)));
+    .action(async (first: string, second: string | undefined, flags: { output: string; ca?: boolean }) => withContext(program, async (ctx) => (await import('./commands/certs.ts')).certsCommand(ctx, first, second, flags)));
 
   program
     .command('recover <name>')
@@ -164,14 +166,14 @@ export function buildProgram(): Command {
     .option('--retain <revisions>', 'revisions of history to keep', '1000')
     .option('--threshold <share>', 'defragment members whose backend is at least this share free pages', '0.3')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (name: string, flags: MaintainFlags) => withContext(program, async (ctx) => (await import('./maintain-command.ts')).maintainCommand(ctx, name, flags)));
+    .action(async (name: string, flags: MaintainFlags) => withContext(program, async (ctx) => (await import('./commands/maintain.ts')).maintainCommand(ctx, name, flags)));
 
   program
     .command('events <name>')
     .description('every recorded event of a control plane: actions, their results and times')
     .option('--watch', 'keep printing new events until interrupted')
     .addOption(new Option('-o, --output <format>', 'table or json (with --watch: one JSON object per line)').default('table'))
-    .action(async (name: string, flags: { watch?: boolean; output: string }) => withContext(program, async (ctx) => (await import('./events.ts')).eventsCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { watch?: boolean; output: string }) => withContext(program, async (ctx) => (await import('./commands/events.ts')).eventsCommand(ctx, name, flags)));
 
   program
     .command('bench')
@@ -184,13 +186,13 @@ export function buildProgram(): Command {
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, async (ctx) => (await import('./bench.ts')).benchCommand(ctx, flags)));
+    .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, async (ctx) => (await import('./commands/bench.ts')).benchCommand(ctx, flags)));
 
   program
     .command('report <name>')
     .description('write a self-contained HTML timeline of a control plane (and the last bench comparison)')
     .option('--out <file>', 'where to write it (default <state dir>/reports/<name>.html)')
-    .action(async (name: string, flags: { out?: string }) => withContext(program, async (ctx) => (await import('./report.ts')).reportCommand(ctx, name, flags)));
+    .action(async (name: string, flags: { out?: string }) => withContext(program, async (ctx) => (await import('./commands/report.ts')).reportCommand(ctx, name, flags)));
 
   program
     .command('simulate')
@@ -201,14 +203,14 @@ export function buildProgram(): Command {
     .option('--runs <n>', 'simulated bring-ups per strategy', '100')
     .option('--seed <n>', 'first seed (run i uses seed + i)', '1')
     .addOption(output())
-    .action(async (flags: SimulateFlags) => withContext(program, async () => (await import('./simulate.ts')).simulateCommand(flags)));
+    .action(async (flags: SimulateFlags) => withContext(program, async () => (await import('./commands/simulate.ts')).simulateCommand(flags)));
 
   program
     .command('convert')
     .description('print the ControlPlane a manifest becomes (a Cluster API KubeadmControlPlane converted); mapping and ignored fields on stderr')
     .option('-f, --file <file>', 'KubeadmControlPlane (v1beta1 or v1beta2) or ControlPlane manifest')
     .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
-    .action(async (flags: { file?: string; output: string }) => withContext(program, async () => (await import('./convert.ts')).convertCommand(flags)));
+    .action(async (flags: { file?: string; output: string }) => withContext(program, async () => (await import('./commands/convert.ts')).convertCommand(flags)));
 
   program
     .command('controller')
@@ -217,7 +219,7 @@ export function buildProgram(): Command {
     .option('--id <name>', "this replica's name in leases, logs and metrics (default host name and PID)")
     .option('--max-concurrent-reconciles <n>', 'control planes reconciled at the same time, at most', '10')
     .action(async (flags: ControllerFlags) =>
-      withContext(program, async (ctx) => (await import('./controller-command.ts')).controllerCommand(ctx, flags), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
+      withContext(program, async (ctx) => (await import('./commands/controller.ts')).controllerCommand(ctx, flags), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
     );
 
   return program;

@@ -3,11 +3,13 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { committedIndexOf } from '../adapters/etcd/wal-commit.ts';
 import { describePlan, forceNewCluster, HasQuorumError, surveyRecovery, type RecoverDeps, type RecoveryPlan } from '../dr/recover.ts';
-import { BlockedError } from '../dr/restore.ts';
+import { BlockedError } from '../care/blocked-error.ts';
 import { systemClock } from '../ports/clock.ts';
 import { runUntilSettled } from '../reconciler/run.ts';
-import { underLeaseWithClients, withClients, type DayTwoClients } from './backup-commands.ts';
-import { OUTCOME_EXIT, parseTimeout, storedManifest } from './commands.ts';
+import type { EtcdClients as DayTwoClients } from '../care/care-service.ts';
+import { underLeaseWithClients, withClients } from './lease.ts';
+import { OUTCOME_EXIT } from './reconcile.ts';
+import { parseTimeout, storedManifest } from './spec-flags.ts';
 import { EXIT } from './exit-codes.ts';
 import type { CliContext } from './context.ts';
 

@@ -1,4 +1,4 @@
-import { listBackups } from '../backup/backup-files.ts';
+import { listBackups } from '../care/backup/backup-files.ts';
 import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
 
 /**

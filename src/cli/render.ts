@@ -10,6 +10,12 @@ export function parseOutput(text: string): OutputFormat {
   throw new InvalidInputError([`-o: must be table, json or yaml, got ${text}`]);
 }
 
+/** `-o` of commands whose result is a record or a list: a table for people, JSON for scripts. */
+export function tableOrJson(text: string): 'table' | 'json' {
+  if (text === 'table' || text === 'json') return text;
+  throw new InvalidInputError([`-o: must be table or json, got ${text}`]);
+}
+
 function table(doc: ControlPlaneStatusDocument): string {
   const s = doc.status;
   const head = `${doc.name}: ${s.phase}  voters ${String(s.voters)}/${String(s.replicas)}  learners ${String(s.learners)}  leader ${s.leader ?? '-'}  version ${doc.spec.version}`;

@@ -10,7 +10,7 @@ import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { observe } from '../reconciler/observe.ts';
-import { BlockedError } from './restore.ts';
+import { BlockedError } from '../care/blocked-error.ts';
 
 /**
  * `fastplane recover`: the way back when a majority of members is gone for good (disks lost). etcd

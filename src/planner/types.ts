@@ -1,5 +1,6 @@
 import type { MachinePhase, MachineRecord } from '../domain/machine.ts';
 import type { EtcdAlarm, EtcdErrorKind, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
+import type { ObservedCare } from '../ports/care.ts';
 import type { InfraState } from '../ports/machine-provider.ts';
 
 /** The spec as the planner needs it: durations in milliseconds, no strings to parse. */
@@ -60,23 +61,8 @@ export interface LastMembershipAttempt {
   error?: string;
 }
 
-/**
- * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
- * where nobody observes them (the simulator), and then nothing is planned from them.
- */
-export interface ObservedCare {
-  backups?: {
-    /** When the newest complete backup was taken. */
-    latestAt?: number;
-    count: number;
-    /** How the last scheduled backup ended. */
-    lastAttempt?: { at: number; ok: boolean; message: string };
-  };
-  /** The certificate that expires first, of the cluster's CA, client and members. */
-  certificates?: { earliestExpiry: number; file: string };
-  /** How the last scheduled maintenance ended. */
-  lastMaintenance?: { at: number; ok: boolean; message: string };
-}
+/** Day-2 facts (backups, certificates): the care port's, named here for the planner. */
+export type { ObservedCare };
 
 /**
  * The members' statuses at one earlier pass, kept by the observer: a guarded removal needs to see

@@ -1,5 +1,64 @@
-import type { FencedWriter } from '../lease/fenced-writer.ts';
-import type { ObservedCare } from '../planner/types.ts';
+/**
+ * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
+ * where nobody observes them (the simulator), and then nothing is planned from them.
+ */
+export interface ObservedCare {
+  backups?: {
+    /** When the newest complete backup was taken. */
+    latestAt?: number;
+    count: number;
+    /** How the last scheduled backup ended. */
+    lastAttempt?: { at: number; ok: boolean; message: string };
+  };
+  /** The certificate that expires first, of the cluster's CA, client and members. */
+  certificates?: { earliestExpiry: number; file: string };
+  /** How the last scheduled maintenance ended. */
+  lastMaintenance?: { at: number; ok: boolean; message: string };
+}
+
+/**
+ * The cluster's lease as day-2 work needs it: checked before each step that changes the cluster, so a
+ * process that lost the lease stops before its next step. The lease's fenced writer is one.
+ */
+export interface LeaseGuard {
+  /** Throws when this process no longer holds the cluster's lease. */
+  verify(): Promise<void>;
+}
+
+/** What `certs` shows of one certificate file. */
+export interface CertificateInfo {
+  file: string;
+  subject: string;
+  issuer: string;
+  notBefore: string;
+  notAfter: string;
+}
+
+/**
+ * The host's tools for snapshot files: etcd's offline snapshot tools of a version, and the file helpers
+ * a backup is written with.
+ */
+/** What `snapshot status` says of a snapshot file. */
+export interface SnapshotStatus {
+  revision: number;
+  totalKey: number;
+}
+
+export interface SnapshotTools {
+  /** Opens a snapshot file with the tools of that etcd version (`snapshot status`): its revision and key count. */
+  status(version: string, file: string): Promise<SnapshotStatus>;
+  sha256(file: string): Promise<string>;
+  /** Writes a file whole or not at all (a temporary file, then a rename). */
+  writeAtomic(path: string, data: string, mode: number): Promise<void>;
+}
+
+/** What `maintain` does to the cluster: compaction to a retained window, defragmentation above a threshold. */
+export interface MaintainOptions {
+  /** Revisions of history kept by compaction (a NOSPACE alarm compacts all of it). */
+  retainRevisions: number;
+  /** Defragment a member when this share of its backend file is free pages (0..1). */
+  fragmentationThreshold: number;
+}
 
 /**
  * Day-2 care of one control plane, as the reconcile loop needs it: what the backups folder and the
@@ -11,9 +70,9 @@ export interface CarePort {
   /** Takes one verified backup and prunes the oldest beyond `keep`; returns a line describing it. */
   takeBackup(keep: number): Promise<string>;
   /** Renews member and client certificates, members restarted one at a time behind the health gate. */
-  renewCertificates(writer: FencedWriter): Promise<string[]>;
+  renewCertificates(lease: LeaseGuard): Promise<string[]>;
   /** Compacts all history, defragments every member (leader last), disarms NOSPACE; returns the reasons. */
-  recoverNoSpace(writer: FencedWriter): Promise<string[]>;
+  recoverNoSpace(lease: LeaseGuard): Promise<string[]>;
   /** Compacts to the retained window and defragments members above the threshold (leader last); returns the reasons. */
-  maintain(writer: FencedWriter, options: { retainRevisions: number; fragmentationThreshold: number }): Promise<string[]>;
+  maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]>;
 }

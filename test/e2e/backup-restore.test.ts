@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { listBackups, type Backup } from '../../src/backup/backup-files.ts';
+import { listBackups, type Backup } from '../../src/care/backup/backup-files.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';

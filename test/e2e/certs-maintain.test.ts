@@ -5,7 +5,7 @@ import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
 import type { CertificateInfo } from '../../src/adapters/pki/local-pki.ts';
-import type { MaintainReport } from '../../src/dr/maintain.ts';
+import type { MaintainReport } from '../../src/care/maintain.ts';
 import { ContinuousWriter } from '../chaos/writer.ts';
 import { cliEnvFactory, statusOf } from '../support/cli.ts';
 import { adminFor, askEtcd, kvClientFor } from '../support/etcd-direct.ts';

@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test } from 'node:test';
 import Database from 'better-sqlite3';
-import type { EventEntry } from '../../src/cli/events.ts';
+import type { EventEntry } from '../../src/cli/commands/events.ts';
 import { cliEnvFactory, pidsUnder, statusOf, type CliEnv, type CliRun } from '../support/cli.ts';
 import { askEtcd, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
 

@@ -4,7 +4,7 @@ import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { defaultControlPlane, validateControlPlane } from '../../src/api/control-plane.ts';
 import { EtcdStateStore } from '../../src/adapters/stores/etcd-state-store.ts';
-import { SHUTDOWN_DEADLINE_MS } from '../../src/cli/controller-command.ts';
+import { SHUTDOWN_DEADLINE_MS } from '../../src/cli/commands/controller.ts';
 import { cliEnvFactory } from '../support/cli.ts';
 import { killReplica, startController, waitFor, type ControllerReplica } from '../support/controller-replica.ts';
 import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Etcd3 } from 'etcd3';
-import type { EventEntry } from '../../src/cli/events.ts';
+import type { EventEntry } from '../../src/cli/commands/events.ts';
 import type { MachineRecord } from '../../src/domain/machine.ts';
 import { cliEnvFactory, statusOf, type CliRun } from '../support/cli.ts';
 import { httpGet, killReplica, startController, waitFor, type ControllerReplica } from '../support/controller-replica.ts';

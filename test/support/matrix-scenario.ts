@@ -3,7 +3,7 @@ import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Etcd3 } from 'etcd3';
 import type { Etcd3Admin } from '../../src/adapters/etcd/etcd3-admin.ts';
-import type { EventEntry } from '../../src/cli/events.ts';
+import type { EventEntry } from '../../src/cli/commands/events.ts';
 import { MEMBERSHIP_ACTIONS } from './cli.ts';
 import { adminFor, kvClientFor, type ClusterAccess } from './etcd-direct.ts';
 

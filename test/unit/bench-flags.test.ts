@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
-import { parseBenchFlags, type BenchFlags } from '../../src/cli/bench.ts';
+import { parseBenchFlags, type BenchFlags } from '../../src/cli/commands/bench.ts';
 
 const flags = (over: Partial<BenchFlags> = {}): BenchFlags => ({ replicas: '5', provisioningDelay: '30s', runs: '1', modes: 'serial,parallel', timeout: '10m', output: 'json', ...over });
 

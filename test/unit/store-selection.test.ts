@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
-import { renderAccess } from '../../src/cli/endpoints-command.ts';
+import { renderAccess } from '../../src/cli/commands/endpoints.ts';
 import { chooseStore } from '../../src/cli/store-selection.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-store-selection-'));

@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import { validateControlPlane } from '../../src/api/control-plane.ts';
 import { InvalidInputError } from '../../src/api/errors.ts';
 import { validateVersionChange } from '../../src/api/version-change.ts';
-import { resolveManifest } from '../../src/cli/commands.ts';
+import { resolveManifest } from '../../src/cli/spec-flags.ts';
 import { CliContext } from '../../src/cli/context.ts';
 
 /** The refusal message; fails when the change is allowed. */

@@ -1,15 +1,17 @@
 import { rmSync } from 'node:fs';
-import type { ControlPlane } from '../api/control-plane.ts';
-import { parseDurationRange } from '../api/duration.ts';
-import { InvalidInputError } from '../api/errors.ts';
-import type { BenchResult, Strategy, StrategyRun } from '../bench/result.ts';
-import { saveBenchResult } from '../bench/result.ts';
-import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../bench/runner.ts';
-import { prepareWorkDir, stopOnSignal } from '../bench/work-dir.ts';
-import { destroyUnderLease, OUTCOME_EXIT, parseTimeout, reconcileManifest, resolveManifest } from './commands.ts';
-import { EXIT } from './exit-codes.ts';
-import { CliContext } from './context.ts';
-import { renderTable } from './table.ts';
+import type { ControlPlane } from '../../api/control-plane.ts';
+import { parseDurationRange } from '../../api/duration.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import type { BenchResult, Strategy, StrategyRun } from '../../bench/result.ts';
+import { saveBenchResult } from '../../bench/result.ts';
+import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../../bench/runner.ts';
+import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
+import { destroyUnderLease } from '../lease.ts';
+import { OUTCOME_EXIT, reconcileManifest } from '../reconcile.ts';
+import { parseTimeout, resolveManifest } from '../spec-flags.ts';
+import { EXIT } from '../exit-codes.ts';
+import { CliContext } from '../context.ts';
+import { renderTable } from '../table.ts';
 
 /**
  * `fastplane bench`: its flags, its wiring to a private CliContext, and its table. The bench itself

@@ -1,10 +1,10 @@
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
-import { InvalidInputError } from '../api/errors.ts';
-import { loadBenchResult } from '../bench/result.ts';
-import { renderReport } from '../report/html.ts';
-import { EXIT } from './exit-codes.ts';
-import type { CliContext } from './context.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import { loadBenchResult } from '../../bench/result.ts';
+import { renderReport } from '../../report/html.ts';
+import { EXIT } from '../exit-codes.ts';
+import type { CliContext } from '../context.ts';
 
 /** `fastplane report NAME`: writes src/report's HTML for a control plane (and the last bench comparison). */
 export async function reportCommand(ctx: CliContext, name: string, flags: { out?: string }): Promise<number> {

@@ -1,6 +1,6 @@
-import { InvalidInputError } from '../api/errors.ts';
-import type { CliContext } from './context.ts';
-import { EXIT } from './exit-codes.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import type { CliContext } from '../context.ts';
+import { EXIT } from '../exit-codes.ts';
 
 /**
  * `fastplane endpoints NAME`: how to reach a control plane as a client (its voters' client URLs and

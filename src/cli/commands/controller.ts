@@ -1,13 +1,13 @@
 import { hostname } from 'node:os';
-import { InvalidInputError } from '../api/errors.ts';
-import { Controller } from '../controller/controller.ts';
-import { serveEndpoints } from '../controller/http-endpoints.ts';
-import { PrometheusMetrics } from '../controller/prometheus-metrics.ts';
-import { systemTimers } from '../controller/timers.ts';
-import { systemClock } from '../ports/clock.ts';
-import { leaseCallBoundMs } from '../lease/lease-keeper.ts';
-import type { CliContext } from './context.ts';
-import { EXIT } from './exit-codes.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import { Controller } from '../../controller/controller.ts';
+import { serveEndpoints } from '../../controller/http-endpoints.ts';
+import { PrometheusMetrics } from '../../controller/prometheus-metrics.ts';
+import { systemTimers } from '../../controller/timers.ts';
+import { systemClock } from '../../ports/clock.ts';
+import { leaseCallBoundMs } from '../../lease/lease-keeper.ts';
+import type { CliContext } from '../context.ts';
+import { EXIT } from '../exit-codes.ts';
 
 export interface ControllerFlags {
   metricsAddress: string;

@@ -1,9 +1,9 @@
 import type { MachineRecord } from '../domain/machine.ts';
-import type { FencedWriter } from '../lease/fenced-writer.ts';
+import type { LeaseGuard } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
-import { BlockedError } from './restore.ts';
+import { BlockedError } from './blocked-error.ts';
 import { oneVoterAtATime, type VoterHealth } from './rolling.ts';
 
 /** What certificate renewal needs of the provider: stop, re-issue, start; and the CA files of a rotation. */
@@ -19,9 +19,9 @@ export interface RenewDeps {
   provider: CertificateProvider;
   machines: readonly MachineRecord[];
   /** How the machine's member is started again on its data dir. */
-  launchFor: (machine: MachineRecord) => MemberLaunch;
+  launchFor: (machine: MachineRecord) => Promise<MemberLaunch>;
   /** The cluster's lease: checked before each member is stopped. */
-  writer: FencedWriter;
+  lease: LeaseGuard;
   clock: Clock;
   healthTimeoutMs: number;
   onNote: (text: string) => void;
@@ -41,11 +41,11 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
   const endpoints = deps.machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
   const restarted: string[] = [];
   await deps.withAdmin((admin) =>
-    oneVoterAtATime(admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.writer.verify() }, async (voter) => {
+    oneVoterAtATime(admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify() }, async (voter) => {
       const machine = machineOf(deps, voter);
       await deps.provider.stopMember(deps.cluster, machine.name);
       await between(machine);
-      await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine));
+      await deps.provider.startMember(deps.cluster, machine.name, await deps.launchFor(machine));
       restarted.push(machine.name);
       deps.onNote(done(machine));
     }),
@@ -60,7 +60,7 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
  * same CA, so members that have not restarted yet keep trusting the ones that have.
  */
 export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
-  await deps.writer.verify();
+  await deps.lease.verify();
   await deps.provider.renewClientCertificate(deps.cluster);
   deps.onNote('renewed the client certificate');
   return rollingRestart(
@@ -77,7 +77,7 @@ export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
  * phase is recorded before each restart, so a rerun after a crash carries on where it stopped.
  */
 export async function rotateCertificateAuthority(deps: RenewDeps): Promise<string[]> {
-  await deps.writer.verify();
+  await deps.lease.verify();
   let phase = await deps.provider.caRotationPhase(deps.cluster);
   if (phase === undefined) {
     phase = 'trust';
@@ -88,7 +88,7 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
   if (phase === 'trust') {
     await rollingRestart(deps, () => Promise.resolve(), (m) => `${m.name} restarted trusting both CAs`);
     phase = 'reissue';
-    await deps.writer.verify();
+    await deps.lease.verify();
     await deps.provider.advanceCaRotation(deps.cluster, phase);
   }
   if (phase === 'reissue') {
@@ -100,7 +100,7 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
       (machine) => `renewed the certificates of ${machine.name} from the new CA and restarted it`,
     );
     phase = 'drop';
-    await deps.writer.verify();
+    await deps.lease.verify();
     await deps.provider.advanceCaRotation(deps.cluster, phase);
     deps.onNote('the old CA left the bundle');
   }

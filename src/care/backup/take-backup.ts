@@ -1,10 +1,9 @@
 import { createWriteStream } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { sha256OfFile, writeFileAtomic } from '../adapters/state-files.ts';
-import type { SnapshotFileStatus } from '../adapters/etcd/etcd-tools.ts';
-import type { EtcdAdmin, EtcdMember } from '../ports/etcd-admin.ts';
-import type { EtcdMaintenance, MemberUsage } from '../ports/etcd-maintenance.ts';
+import type { SnapshotStatus, SnapshotTools } from '../../ports/care.ts';
+import type { EtcdAdmin, EtcdMember } from '../../ports/etcd-admin.ts';
+import type { EtcdMaintenance, MemberUsage } from '../../ports/etcd-maintenance.ts';
 import { backupFileName, sidecarPath, type Backup, type BackupSidecar } from './backup-files.ts';
 
 /** Why a backup was not taken: no member to take it from (a safety matter), or the snapshot itself failed. */
@@ -28,8 +27,8 @@ export interface BackupDeps {
   endpoints: readonly string[];
   /** The cluster's backups folder. */
   dir: string;
-  /** Opens a snapshot file with the tools of that etcd version (`snapshot status`). */
-  inspect: (version: string, file: string) => Promise<SnapshotFileStatus>;
+  /** Opens the snapshot file with the tools of the member's etcd version; hashes and writes files. */
+  tools: SnapshotTools;
   now: () => Date;
 }
 
@@ -89,9 +88,9 @@ export async function takeBackup(deps: BackupDeps): Promise<Backup> {
     }
     const { size } = await stat(partial);
     if (size === 0) throw new BackupError('VerificationFailed', `snapshot from ${source.member.name} is empty`);
-    let status: SnapshotFileStatus;
+    let status: SnapshotStatus;
     try {
-      status = await deps.inspect(source.usage.version, partial);
+      status = await deps.tools.status(source.usage.version, partial);
     } catch (error) {
       throw new BackupError('VerificationFailed', `snapshot from ${source.member.name} does not open: ${message(error)}`);
     }
@@ -112,13 +111,13 @@ export async function takeBackup(deps: BackupDeps): Promise<Backup> {
       totalKeys: status.totalKey,
       liveKeys,
       size,
-      sha256: await sha256OfFile(partial),
+      sha256: await deps.tools.sha256(partial),
       etcdVersion: source.usage.version,
       takenAt: takenAt.toISOString(),
     };
     const file = join(deps.dir, backupFileName(takenAt, status.revision));
     await rename(partial, file);
-    await writeFileAtomic(sidecarPath(file), `${JSON.stringify(sidecar, null, 2)}\n`, 0o600);
+    await deps.tools.writeAtomic(sidecarPath(file), `${JSON.stringify(sidecar, null, 2)}\n`, 0o600);
     return { ...sidecar, file };
   } finally {
     await rm(partial, { force: true });

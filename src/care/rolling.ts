@@ -1,6 +1,6 @@
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
-import { BlockedError } from './restore.ts';
+import { BlockedError } from './blocked-error.ts';
 
 /**
  * Day-2 work done to members one at a time (certificate renewal, defragmentation): the cluster must

@@ -1,11 +1,11 @@
-import { parseDurationRange, formatDuration } from '../api/duration.ts';
-import { InvalidInputError } from '../api/errors.ts';
-import { compareStrategies, type StrategyComparison, type StrategyStats } from '../sim/compare.ts';
-import { compareScenarios } from '../sim/scenarios.ts';
-import { parseOutput } from './render.ts';
-import { loadManifestForCli } from './manifest-file.ts';
-import { scenarioTable } from './scenario-table.ts';
-import { renderTable } from './table.ts';
+import { parseDurationRange, formatDuration } from '../../api/duration.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import { compareStrategies, type StrategyComparison, type StrategyStats } from '../../sim/compare.ts';
+import { compareScenarios } from '../../sim/scenarios.ts';
+import { parseOutput } from '../render.ts';
+import { loadManifestForCli } from '../manifest-file.ts';
+import { scenarioTable } from '../scenario-table.ts';
+import { renderTable } from '../table.ts';
 
 export interface SimulateFlags {
   file?: string;

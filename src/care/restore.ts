@@ -2,17 +2,13 @@ import { existsSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { compareVersions, type ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import { sha256OfFile } from '../adapters/state-files.ts';
-import { readSidecar, type Backup, type BackupSidecar } from '../backup/backup-files.ts';
+import { readSidecar, type Backup, type BackupSidecar } from './backup/backup-files.ts';
 import type { SnapshotSource } from '../domain/machine.ts';
+import type { SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { ProcessIdentity, StateStore } from '../ports/state-store.ts';
 import { underLease } from '../lease/under-lease.ts';
-
-/** A safety gate said no (a lease holder that would not stop): exit 3, nothing changed by this command. */
-export class BlockedError extends Error {
-  override readonly name = 'BlockedError';
-}
+import { BlockedError } from './blocked-error.ts';
 
 export interface CheckedSnapshot {
   source: SnapshotSource;
@@ -28,12 +24,12 @@ function minorOf(version: string): string {
  * The snapshot a restore would use, checked before anything changes: the file exists and, when a
  * sidecar lies next to it, has the sidecar's SHA-256. Every problem names `--from` and the file.
  */
-export async function checkSnapshot(path: string): Promise<CheckedSnapshot> {
+export async function checkSnapshot(path: string, tools: Pick<SnapshotTools, 'sha256'>): Promise<CheckedSnapshot> {
   const file = resolve(path);
   if (!existsSync(file)) throw new InvalidInputError([`--from ${path}: no such file`]);
   if (!statSync(file).isFile()) throw new InvalidInputError([`--from ${path}: not a file`]);
   if (statSync(file).size === 0) throw new InvalidInputError([`--from ${path}: the file is empty, not an etcd snapshot`]);
-  const sha256 = await sha256OfFile(file);
+  const sha256 = await tools.sha256(file);
   let sidecar: BackupSidecar | undefined;
   try {
     sidecar = await readSidecar(file);

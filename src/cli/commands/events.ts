@@ -1,8 +1,8 @@
-import { InvalidInputError } from '../api/errors.ts';
-import type { EventRecord } from '../domain/machine.ts';
-import { systemClock } from '../ports/clock.ts';
-import type { CliContext } from './context.ts';
-import { EXIT } from './exit-codes.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import type { EventRecord } from '../../domain/machine.ts';
+import { systemClock } from '../../ports/clock.ts';
+import type { CliContext } from '../context.ts';
+import { EXIT } from '../exit-codes.ts';
 
 /** One event as `events -o json` prints it: the contract scripts and checks read. */
 export interface EventEntry {

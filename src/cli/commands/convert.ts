@@ -1,6 +1,6 @@
 import { stringify } from 'yaml';
-import { InvalidInputError } from '../api/errors.ts';
-import { loadManifestForCli } from './manifest-file.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import { loadManifestForCli } from '../manifest-file.ts';
 
 /**
  * `fastplane convert -f FILE`: the ControlPlane a manifest becomes (a KubeadmControlPlane converted),

@@ -1,21 +1,14 @@
-import type { FencedWriter } from '../lease/fenced-writer.ts';
+import type { LeaseGuard, MaintainOptions } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdAlarm } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import { healthyVoters, oneVoterAtATime } from './rolling.ts';
 
-export interface MaintainOptions {
-  /** Revisions of history kept by compaction (a NOSPACE alarm compacts all of it). */
-  retainRevisions: number;
-  /** Defragment a member when this share of its backend file is free pages (0..1). */
-  fragmentationThreshold: number;
-}
-
 export interface MaintainDeps {
   admin: EtcdAdmin;
   maintenance: EtcdMaintenance;
   endpoints: readonly string[];
-  writer: FencedWriter;
+  lease: LeaseGuard;
   clock: Clock;
   healthTimeoutMs: number;
   onNote: (text: string) => void;
@@ -51,7 +44,7 @@ export async function maintain(deps: MaintainDeps, options: MaintainOptions): Pr
   const leader = health.voters.find((v) => v.member.id === health.leaderId);
   const { revision } = await deps.maintenance.usage(leader?.endpoint ?? deps.endpoints[0] ?? '');
   const target = nospace.length > 0 ? revision : revision - options.retainRevisions;
-  await deps.writer.verify();
+  await deps.lease.verify();
   if (target > 1) {
     await deps.maintenance.compact(deps.endpoints, target);
     report.compactedTo = target;
@@ -69,7 +62,7 @@ export async function maintain(deps: MaintainDeps, options: MaintainOptions): Pr
   await oneVoterAtATime(
     deps.admin,
     deps.endpoints,
-    { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.writer.verify(), only: new Set(fragmented.map((f) => f.voter.member.id)) },
+    { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), only: new Set(fragmented.map((f) => f.voter.member.id)) },
     async (voter) => {
       const before = (await deps.maintenance.usage(voter.endpoint)).dbSize;
       await deps.maintenance.defragment(voter.endpoint);
@@ -79,7 +72,7 @@ export async function maintain(deps: MaintainDeps, options: MaintainOptions): Pr
     },
   );
   for (const alarm of nospace) {
-    await deps.writer.verify();
+    await deps.lease.verify();
     await deps.maintenance.disarm(deps.endpoints, alarm);
     report.disarmed.push(alarm);
     note(`disarmed the NOSPACE alarm of member ${alarm.memberId}`);

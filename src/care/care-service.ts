@@ -1,0 +1,208 @@
+import { X509Certificate } from 'node:crypto';
+import { readFile, rm } from 'node:fs/promises';
+import type { ControlPlane } from '../api/control-plane.ts';
+import { InvalidInputError } from '../api/errors.ts';
+import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import type { CarePort, CertificateInfo, LeaseGuard, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
+import type { Clock } from '../ports/clock.ts';
+import type { EtcdAdmin } from '../ports/etcd-admin.ts';
+import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
+import type { Logger } from '../ports/logger.ts';
+import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { StateStore } from '../ports/state-store.ts';
+import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/backup-files.ts';
+import { takeBackup } from './backup/take-backup.ts';
+import { renewCertificates, rotateCertificateAuthority } from './certificates.ts';
+import { maintain, type MaintainReport } from './maintain.ts';
+import type { CheckedSnapshot } from './restore.ts';
+
+/** Settings of the NOSPACE recovery the reconcile loop runs (the same defaults as `fastplane maintain`). */
+const NOSPACE_RECOVERY: MaintainOptions = { retainRevisions: 1000, fragmentationThreshold: 0.3 };
+/** How long the cluster may take to be healthy again between two members of a rolling restart. */
+const HEALTH_TIMEOUT_MS = 60_000;
+
+export interface EtcdClients {
+  admin: EtcdAdmin;
+  maintenance: EtcdMaintenance;
+}
+
+/** What the care of one control plane is built from: ports, and the host's tools as functions. */
+export interface CareDeps {
+  manifest: ControlPlane;
+  /** Backups live in `<stateDir>/backups/<cluster>/`. */
+  stateDir: string;
+  store: StateStore;
+  /** Where the records are, for messages. */
+  storeLocation: string;
+  provider: MachineProvider;
+  /**
+   * Runs `use` with clients of the cluster built for it and closed after: a CA rotation changes the
+   * trusted CAs and the client certificate, and `restore --replace` the whole cluster, so a client
+   * kept from before would trust the wrong CA.
+   */
+  withClients: <T>(use: (clients: EtcdClients) => Promise<T>) => Promise<T>;
+  snapshots: SnapshotTools;
+  describeCertificate: (file: string) => Promise<CertificateInfo>;
+  /** How a machine's member starts again on its data dir (the flags the executor starts it with). */
+  relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
+  clock: Clock;
+  log: Logger;
+}
+
+/** The certificate that expires first. node:crypto parses PEM without loading the x509 library (status stays fast). */
+async function earliestExpiry(files: string[]): Promise<ObservedCare['certificates']> {
+  let first: ObservedCare['certificates'];
+  for (const file of files) {
+    const expiry = Date.parse(new X509Certificate(await readFile(file)).validTo);
+    if (first === undefined || expiry < first.earliestExpiry) first = { earliestExpiry: expiry, file };
+  }
+  return first;
+}
+
+/** The key count at `revision` from the first member that answers. */
+async function countOnAny(maintenance: EtcdMaintenance, endpoints: readonly string[], revision: number): Promise<number> {
+  let last: unknown = new Error('no member on record');
+  for (const endpoint of endpoints) {
+    try {
+      return await maintenance.countKeys(endpoint, revision);
+    } catch (error) {
+      last = error;
+    }
+  }
+  throw last;
+}
+
+/**
+ * Day-2 care of one control plane: backups, restore checks, certificates, CA rotation and maintenance,
+ * the same code whether a CLI command or the reconcile loop's care actions ask. Work that changes the
+ * cluster takes the caller's lease guard and checks it before each step.
+ */
+export class CareService implements CarePort {
+  readonly cluster: string;
+
+  constructor(private readonly deps: CareDeps) {
+    this.cluster = deps.manifest.metadata.name;
+  }
+
+  /** Reads only: `status` observes through this too, and must stay quick. */
+  async observe(): Promise<ObservedCare> {
+    const backups = await this.backups();
+    const latest = backups.at(-1);
+    const care: ObservedCare = { backups: { count: backups.length, ...(latest ? { latestAt: Date.parse(latest.takenAt) } : {}) } };
+    if (!this.deps.manifest.spec.provider.insecure) {
+      const certificates = await earliestExpiry(await this.deps.provider.certificateFiles(this.cluster));
+      if (certificates) care.certificates = certificates;
+    }
+    return care;
+  }
+
+  withClients<T>(use: (clients: EtcdClients) => Promise<T>): Promise<T> {
+    return this.deps.withClients(use);
+  }
+
+  /** Client URLs of the machines on record: where the member list is asked for. */
+  async endpoints(): Promise<string[]> {
+    return (await this.deps.store.listMachines(this.cluster)).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
+  }
+
+  get backupsDir(): string {
+    return backupsDir(this.deps.stateDir, this.cluster);
+  }
+
+  /** Every complete backup, oldest first. */
+  backups(): Promise<Backup[]> {
+    return listBackups(this.deps.stateDir, this.cluster);
+  }
+
+  /** One verified backup from a healthy member; BackupError when none could be taken. */
+  async backup(): Promise<Backup> {
+    const endpoints = await this.endpoints();
+    const { clock } = this.deps;
+    return this.deps.withClients(({ admin, maintenance }) =>
+      takeBackup({ cluster: this.cluster, etcd: admin, maintenance, endpoints, dir: this.backupsDir, tools: this.deps.snapshots, now: () => new Date(clock.now()) }),
+    );
+  }
+
+  /** A scheduled backup: one taken, the oldest beyond `keep` pruned; returns a line describing it. */
+  async takeBackup(keep: number): Promise<string> {
+    const backup = await this.backup();
+    const pruned = await this.prune(keep);
+    this.deps.log.info({ cluster: this.cluster, backup, pruned }, 'scheduled backup taken');
+    return `${backup.file} (revision ${String(backup.revision)})${pruned > 0 ? `, ${String(pruned)} oldest pruned (keep ${String(keep)})` : ''}`;
+  }
+
+  /** Removes the oldest complete backups (snapshot and sidecar) beyond `keep`; returns how many went. */
+  private async prune(keep: number): Promise<number> {
+    const backups = await this.backups();
+    const old = backups.slice(0, Math.max(0, backups.length - keep));
+    // The sidecar first: a snapshot without one is no longer listed, so a crash in between hides nothing complete.
+    for (const backup of old) {
+      await rm(sidecarPath(backup.file), { force: true });
+      await rm(backup.file, { force: true });
+    }
+    return old.length;
+  }
+
+  /** The proof a restore ends with: the keys read back against the backup's count (RestoreMismatchError). */
+  async verifyRestore(snapshot: CheckedSnapshot): Promise<string> {
+    // Loaded here: restore.ts checks versions with the manifest schema (zod), which `status` never loads.
+    const [{ verifyRestore }, endpoints] = await Promise.all([import('./restore.ts'), this.endpoints()]);
+    return this.deps.withClients(({ maintenance }) => verifyRestore(snapshot, (revision) => countOnAny(maintenance, endpoints, revision)));
+  }
+
+  /** Every certificate file of the cluster with its subject, issuer and validity. */
+  async certificates(): Promise<CertificateInfo[]> {
+    return Promise.all((await this.deps.provider.certificateFiles(this.cluster)).map(this.deps.describeCertificate));
+  }
+
+  /** New member and client certificates from the cluster's CA; returns the machines renewed. */
+  renewCertificates(lease: LeaseGuard, onNote?: (text: string) => void): Promise<string[]> {
+    return this.renew(lease, false, onNote);
+  }
+
+  /** A new CA, rotated in three rolling restarts; returns the machines given certificates from it. */
+  rotateCertificateAuthority(lease: LeaseGuard, onNote?: (text: string) => void): Promise<string[]> {
+    return this.renew(lease, true, onNote);
+  }
+
+  private async renew(lease: LeaseGuard, rotateCa: boolean, onNote?: (text: string) => void): Promise<string[]> {
+    const cp = await this.deps.store.getControlPlane(this.cluster);
+    if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
+    const deps = {
+      cluster: this.cluster,
+      withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => this.deps.withClients(({ admin }) => use(admin)),
+      provider: this.deps.provider,
+      machines: await this.deps.store.listMachines(this.cluster),
+      launchFor: (machine: MachineRecord) => this.deps.relaunch(cp, machine),
+      lease,
+      clock: this.deps.clock,
+      healthTimeoutMs: HEALTH_TIMEOUT_MS,
+      onNote: this.noter(onNote),
+    };
+    return rotateCa ? rotateCertificateAuthority(deps) : renewCertificates(deps);
+  }
+
+  async maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]> {
+    return (await this.maintainReport(lease, options)).reasons;
+  }
+
+  recoverNoSpace(lease: LeaseGuard): Promise<string[]> {
+    return this.maintain(lease, NOSPACE_RECOVERY);
+  }
+
+  /** One round of compaction, defragmentation (leader last) and NOSPACE recovery, with what it did. */
+  async maintainReport(lease: LeaseGuard, options: MaintainOptions, onNote?: (text: string) => void): Promise<MaintainReport> {
+    const endpoints = await this.endpoints();
+    return this.deps.withClients(({ admin, maintenance }) =>
+      maintain({ admin, maintenance, endpoints, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter(onNote) }, options),
+    );
+  }
+
+  /** Notes go to the log, and to the caller's `onNote` (a command prints them). */
+  private noter(onNote?: (text: string) => void): (text: string) => void {
+    return (text) => {
+      this.deps.log.info({ cluster: this.cluster }, text);
+      onNote?.(text);
+    };
+  }
+}

@@ -1,0 +1,97 @@
+import { resolve } from 'node:path';
+import { defaultControlPlane, validateControlPlane, type ControlPlane } from '../api/control-plane.ts';
+import { parseDuration, parseDurationRange } from '../api/duration.ts';
+import { InvalidInputError } from '../api/errors.ts';
+import { validateVersionChange } from '../api/version-change.ts';
+import { specEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
+import type { CliContext } from './context.ts';
+import { loadManifestForCli } from './manifest-file.ts';
+
+/** The flags that name and shape a control plane (up, scale, rollout, restore), checked into a manifest. */
+export interface SpecFlags {
+  file?: string;
+  name?: string;
+  replicas?: string;
+  version?: string;
+  etcdBinaries?: string;
+  strategy?: string;
+  provisioningDelay?: string;
+  insecure?: boolean;
+  reconfigurationCheck?: string;
+}
+
+export interface RunFlags {
+  timeout: string;
+  output: string;
+}
+
+export function parseTimeout(text: string): number {
+  const ms = parseDuration(text);
+  if (ms === undefined || ms <= 0) throw new InvalidInputError([`--timeout: must be a positive duration such as 90s or 10m, got ${text}`]);
+  return ms;
+}
+
+function parseReplicas(text: string): number {
+  if (!/^-?\d+$/.test(text)) throw new InvalidInputError([`--replicas: must be a whole number, got ${text}`]);
+  return Number(text);
+}
+
+/**
+ * The desired state from a file, the stored spec or defaults, with flags applied on top; the result is
+ * validated as a whole so every message names the manifest field. A flag that names a different
+ * control plane than the file is a contradiction, not an override.
+ */
+export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promise<ControlPlane> {
+  let base: ControlPlane;
+  if (flags.file !== undefined) {
+    base = loadManifestForCli(flags.file).manifest;
+    if (flags.name !== undefined && flags.name !== base.metadata.name) {
+      throw new InvalidInputError([`--name ${flags.name} contradicts metadata.name ${base.metadata.name} in ${flags.file}`]);
+    }
+  } else {
+    if (flags.name === undefined) throw new InvalidInputError(['give -f FILE or --name NAME']);
+    base = (await ctx.store.getControlPlane(flags.name))?.manifest ?? defaultControlPlane(flags.name);
+  }
+  const spec: Record<string, unknown> = { ...base.spec };
+  const provider: Record<string, unknown> = { ...base.spec.provider };
+  const etcd: Record<string, unknown> = { ...base.spec.etcd };
+  if (flags.replicas !== undefined) spec.replicas = parseReplicas(flags.replicas);
+  if (flags.version !== undefined) spec.version = flags.version;
+  if (flags.strategy !== undefined) spec.scaleUp = { ...base.spec.scaleUp, strategy: flags.strategy };
+  if (flags.reconfigurationCheck !== undefined) {
+    if (flags.reconfigurationCheck !== 'etcd' && flags.reconfigurationCheck !== 'fastplane') {
+      throw new InvalidInputError([`--reconfiguration-check: must be etcd or fastplane, got ${flags.reconfigurationCheck}`]);
+    }
+    etcd.reconfigurationCheck = flags.reconfigurationCheck;
+  }
+  if (flags.etcdBinaries !== undefined) etcd.binaries = resolve(flags.etcdBinaries);
+  if (flags.provisioningDelay !== undefined) {
+    if (parseDurationRange(flags.provisioningDelay) === undefined) {
+      throw new InvalidInputError([`--provisioning-delay: must be a duration (8s) or a range (3s-8s), got ${flags.provisioningDelay}`]);
+    }
+    provider.provisioningDelay = flags.provisioningDelay;
+  }
+  if (flags.insecure === true) provider.insecure = true;
+  const manifest = validateControlPlane({ ...base, spec: { ...spec, etcd, provider } });
+  // Members' URLs and certificates are fixed when their machines are created: http and https
+  // members cannot form one cluster.
+  const stored = (await ctx.store.getControlPlane(manifest.metadata.name))?.manifest;
+  if (stored !== undefined && stored.spec.provider.insecure !== manifest.spec.provider.insecure) {
+    throw new InvalidInputError([
+      `spec.provider.insecure: cannot change on an existing control plane (it is ${String(stored.spec.provider.insecure)}); run fastplane down ${manifest.metadata.name} first`,
+    ]);
+  }
+  const running = (await ctx.store.listMachines(manifest.metadata.name)).map((m) => m.version);
+  const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, running);
+  if (versionError !== undefined) throw new InvalidInputError([versionError]);
+  // A version without a binary (or a binaries dir of another version) fails here, before anything is
+  // recorded or started.
+  specEtcdBinary(manifest.spec.version, manifest.spec.etcd.binaries);
+  return manifest;
+}
+
+export async function storedManifest(ctx: CliContext, name: string): Promise<ControlPlane> {
+  const cp = await ctx.store.getControlPlane(name);
+  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}; create it with fastplane up`]);
+  return cp.manifest;
+}
