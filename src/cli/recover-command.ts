@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { committedIndexOf } from '../adapters/etcd/wal-commit.ts';
-import { describePlan, forceNewCluster, HasQuorumError, surveyRecovery, type RecoverDeps, type RecoveryPlan } from '../dr/recover.ts';
+import { describePlan, carryOutRecovery, HasQuorumError, surveyRecovery, type RecoverDeps, type RecoveryPlan } from '../dr/recover.ts';
 import { BlockedError } from '../care/blocked-error.ts';
 import { systemClock } from '../ports/clock.ts';
 import { runUntilSettled } from '../reconciler/run.ts';
@@ -74,8 +74,12 @@ export async function recoverCommand(ctx: CliContext, name: string, flags: Recov
     // Surveyed again under the lease: a reconcile that ran meanwhile may have changed the survivors.
     const current = await survey(deps);
     process.stdout.write(`${describePlan(current).join('\n')}\n`);
-    await forceNewCluster(deps, writer, current);
-    process.stdout.write(`${current.chosen.machine} runs as a one-member cluster; scaling back to ${String(current.replicas)}\n`);
+    const done = await carryOutRecovery(deps, writer, current);
+    process.stdout.write(
+      done === 'restarted'
+        ? `quorum is back: ${current.restart.join(', ')} restarted from their data dirs, nothing forced; converging to ${String(current.replicas)}\n`
+        : `${current.chosen.machine} runs as a one-member cluster; scaling back to ${String(current.replicas)}\n`,
+    );
     const generation = (await ctx.store.getControlPlane(name))?.generation;
     const result = await runUntilSettled((await ctx.depsFor(manifest))(writer), { deadline: startedAt + timeoutMs, ...(generation === undefined ? {} : { generation }) });
     return result.outcome;

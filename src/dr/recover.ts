@@ -10,15 +10,19 @@ import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { observe } from '../reconciler/observe.ts';
+import { quorum } from '../domain/quorum.ts';
 import { BlockedError } from '../care/blocked-error.ts';
 
 /**
- * `fastplane recover`: the way back when a majority of members is gone for good (disks lost). etcd
- * cannot change membership without quorum, so the voter with the highest committed index among every
- * member whose data dir is intact (running or stopped) is restarted once with --force-new-cluster (a
+ * `fastplane recover`: the way back when quorum is lost. When a quorum of the voters still has an
+ * intact data dir (members killed, hosts rebooted), the stopped ones are restarted from their data as
+ * they were: together they hold every committed entry, and nothing is forced. Only when a majority is
+ * gone for good (disks lost) does etcd need --force-new-cluster: the voter with the highest committed
+ * index among every member whose data dir is intact (running or stopped) is restarted once with it (a
  * one-member cluster keeping its data and member ID), every other machine is deleted, and the normal
- * reconcile scales back to `replicas`: parallel provisioning, one learner at a time. Entries the
- * survivor never committed are lost; the report says how many may be.
+ * reconcile scales back to `replicas`: parallel provisioning, one learner at a time. A forced start
+ * keeps only what that member's own log marks committed (docs/etcd-behaviour.md): entries acknowledged
+ * after its last persisted commit index are lost, which is why restarting comes first.
  */
 
 export interface SurvivorReading {
@@ -41,7 +45,12 @@ export interface RecoveryPlan {
   /** Machines that neither answer nor have a data dir this host can read. */
   unread: string[];
   chosen: SurvivorReading;
-  /** Machines deleted: every machine but the chosen one (other survivors' data diverges from it). */
+  /**
+   * Stopped voters with an intact data dir, restarted as they were, when with the running ones they
+   * make a quorum of the voters; empty when a majority is gone and only forcing can help.
+   */
+  restart: string[];
+  /** When forcing: every machine but the chosen one (other survivors' data diverges from it). */
   deleted: string[];
   /** The highest raft index any reconcile pass observed, when recorded. */
   highestRaftIndex?: number;
@@ -135,11 +144,14 @@ export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
     const learners = ranked.length === 0 ? '' : ` (only learners have one: ${ranked.map((r) => r.machine).join(', ')})`;
     throw new BlockedError(`no voter of ${deps.cluster} answers or has an intact data dir${learners}: nothing to recover from; restore from a backup (fastplane backups ${deps.cluster}, then fastplane restore ${deps.cluster} --from FILE --replace)`);
   }
+  const voters = observed.machines.filter((m) => !isLearner(observed, m)).length;
+  const intactVoters = ranked.filter((r) => !r.learner);
   const plan: RecoveryPlan = {
     cluster: deps.cluster,
     survivors: ranked,
     unread: observed.machines.map((m) => m.record.name).filter((name) => !ranked.some((r) => r.machine === name)),
     chosen,
+    restart: intactVoters.length >= quorum(voters) ? intactVoters.filter((r) => !r.running).map((r) => r.machine) : [],
     deleted: observed.machines.map((m) => m.record.name).filter((name) => name !== chosen.machine),
     replicas: cp.manifest.spec.replicas,
   };
@@ -171,20 +183,69 @@ export function describePlan(plan: RecoveryPlan): string[] {
     ...(plan.unread.length === 0 ? [] : [`  not read (no data dir here, no answer): ${plan.unread.join(', ')}`]),
     `chosen: ${chosen.machine} at committed index ${String(chosen.raftIndex)}, ${why}`,
     'plan:',
-    `  1. restart ${plan.chosen.machine} once with --force-new-cluster: a one-member cluster with its data`,
-    `  2. delete ${plan.deleted.length === 0 ? 'no machine' : plan.deleted.join(', ')}`,
-    `  3. scale back to ${String(plan.replicas)} members: machines provisioned in parallel, one learner at a time`,
-    describeLoss(plan),
+    ...(plan.restart.length > 0
+      ? [
+          `  1. restart ${plan.restart.join(', ')} from ${plan.restart.length === 1 ? 'its data dir' : 'their data dirs'} as they were: with the running voters they are a quorum, which holds every committed entry; nothing is forced or lost`,
+          `  2. only if quorum is not back within ${String(RESTART_TIMEOUT_MS / 1000)} s: the steps below`,
+        ]
+      : []),
+    `  ${plan.restart.length > 0 ? '3' : '1'}. restart ${plan.chosen.machine} once with --force-new-cluster: a one-member cluster with its data`,
+    `  ${plan.restart.length > 0 ? '4' : '2'}. delete ${plan.deleted.length === 0 ? 'no machine' : plan.deleted.join(', ')}`,
+    `  ${plan.restart.length > 0 ? '5' : '3'}. scale back to ${String(plan.replicas)} members: machines provisioned in parallel, one learner at a time`,
+    plan.restart.length > 0 ? `if forced: ${describeLoss(plan)}` : describeLoss(plan),
   ];
 }
 
 const FORCED_START_TIMEOUT_MS = 60_000;
+const RESTART_TIMEOUT_MS = 60_000;
+
+/**
+ * Carries the plan out under the caller's lease: the stopped voters restarted from their data when
+ * they make a quorum with the running ones ('restarted'), else (or when quorum does not come back) the
+ * chosen survivor forced ('forced'). The normal reconcile then converges.
+ */
+export async function carryOutRecovery(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<'restarted' | 'forced'> {
+  if (plan.restart.length > 0 && (await restartQuorum(deps, writer, plan))) return 'restarted';
+  await forceNewCluster(deps, writer, plan);
+  return 'forced';
+}
+
+/** Starts each stopped voter of `plan.restart` as it was; true once a quorum answers a linearizable member list. */
+async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<boolean> {
+  const { cluster, provider, clock } = deps;
+  const cp = await controlPlane(deps);
+  const startedAt = clock.now();
+  for (const name of plan.restart) {
+    const record = await deps.store.getMachine(cluster, name);
+    if (record?.peerURL === undefined) return false;
+    await writer.verify();
+    // An existing data dir: etcd ignores the initial cluster and rejoins with the members it recorded.
+    await provider.startMember(cluster, name, launchFor(cp, record, `${record.name}=${record.peerURL}`, 'existing'));
+  }
+  const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
+  const deadline = clock.now() + RESTART_TIMEOUT_MS;
+  for (;;) {
+    try {
+      // Linearizable: answered only through a leader with a quorum behind it.
+      await deps.admin.memberList(endpoints);
+      break;
+    } catch {
+      if (clock.now() >= deadline) return false;
+      await clock.sleep(250);
+    }
+  }
+  await writer.commit({
+    kind: 'AppendEvent',
+    event: { cluster, at: startedAt, endedAt: clock.now(), type: 'Normal', reason: 'QuorumRestored', action: 'RestartMembers', outcome: 'Succeeded', message: `restarted ${plan.restart.join(', ')} from their data dirs: quorum is back with every committed entry; nothing was forced` },
+  });
+  return true;
+}
 
 /**
  * Steps 1 and 2 of the plan, under the caller's lease (the normal reconcile then does step 3). The
  * other members are stopped first, so none rejoins the old membership while the survivor restarts.
  */
-export async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<void> {
+async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<void> {
   const { cluster, provider, clock } = deps;
   const cp = await controlPlane(deps);
   const record = await deps.store.getMachine(cluster, plan.chosen.machine);

@@ -116,7 +116,7 @@ describe('recover picks the most up-to-date data dir, stopped or not, on real et
     lagEnv.cleanup();
   });
 
-  test('member 3 paused while keys are written, members 1 and 2 SIGKILLed, 3 resumed: recover forces 1 or 2 from its data dir, not the lagging 3, and converges to 3 voters', async () => {
+  test('member 3 paused while keys are written, members 1 and 2 SIGKILLed, 3 resumed: recover names 1 or 2 (not the lagging 3), restarts 1 and 2 from their data dirs, forces nothing, and every acknowledged key is there', async () => {
     const up = await lagEnv.run(['up', '--name', 'lag', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
     assert.equal(up.code, 0, up.stderr);
     const doc = statusOf(up.stdout);
@@ -130,10 +130,12 @@ describe('recover picks the most up-to-date data dir, stopped or not, on real et
     // writes would wait in its kernel buffers and reach it on SIGCONT).
     const padding = 'x'.repeat(32 * 1024);
     const client = kvClientFor(doc.status, machines.slice(0, 2).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL])));
+    const acknowledged: string[] = [];
     try {
       for (let i = 0; i < 600; i++) {
         const key = `/lag/${String(i).padStart(4, '0')}`;
         await client.put(key).value(`v${String(i)}${padding}`);
+        acknowledged.push(key);
       }
     } finally {
       client.close();
@@ -152,14 +154,26 @@ describe('recover picks the most up-to-date data dir, stopped or not, on real et
     assert.ok(Number(lagging[1]) < Number(chosen[2]), `the paused member lags:\n${dry.stdout}`);
     assert.match(dry.stdout, new RegExp(`${chosen[1] === first ? second : first}\\s+member \\d+\\s+committed index \\d+ \\(data dir\\)\\s+stopped`));
 
+    assert.match(dry.stdout, new RegExp(`1\\. restart (${first}, ${second}|${second}, ${first}) from their data dirs as they were`), dry.stdout);
+
     const run = await lagEnv.run(['recover', 'lag', '--yes', '--timeout', '240s']);
     assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
-    assert.match(run.stdout, new RegExp(`${chosen[1]} runs as a one-member cluster`));
+    assert.match(run.stdout, /quorum is back: .* restarted from their data dirs, nothing forced/);
     assert.match(run.stdout, /recovery of lag: Converged/);
+    assert.ok(!lagEnv.events('lag').some((e) => e.action === 'ForceNewCluster'), 'nothing forced');
     const status = await lagEnv.run(['status', 'lag', '-o', 'json']);
     const after = statusOf(status.stdout);
     const { members } = await askEtcd(after.status);
     assert.equal(members.filter((m) => !m.isLearner).length, 3, 'three voters');
+    assert.deepEqual(members.map((m) => m.name).sort(), [first, second, third].sort(), 'the same three members');
+    const reader = kvClientFor(after.status);
+    try {
+      const stored = await reader.getAll().prefix('/lag/').keys();
+      const missing = acknowledged.filter((key) => !stored.includes(key));
+      assert.deepEqual(missing, [], `every one of the ${String(acknowledged.length)} acknowledged keys is there`);
+    } finally {
+      reader.close();
+    }
   });
 });
 
