@@ -1,12 +1,13 @@
+import { agreedLeader, mayStopVoter, type VoterHealthReading } from '../planner/health-gate.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { BlockedError } from './blocked-error.ts';
 
 /**
  * Day-2 work done to members one at a time (certificate renewal, defragmentation): the cluster must
- * be healthy before it starts and again before each next member, followers go first, and the leader
- * goes last, after leadership has moved away, so no step costs an election on top of the member's own
- * pause and quorum is never lost.
+ * be healthy before it starts; each voter is stopped only when the planner's health gate allows it
+ * (planner/health-gate.ts), and is back before the next. Followers go first, and the leader last,
+ * after leadership has moved away, so no step costs an election on top of the member's own pause.
  */
 
 export interface VoterHealth {
@@ -21,66 +22,109 @@ export interface ClusterHealth {
   voters: VoterHealth[];
 }
 
-/** Every voter answers and names the same leader, and no learner is joining; else BlockedError naming why. */
-export async function healthyVoters(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterHealth> {
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function nameOf(member: EtcdMember): string {
+  return member.name || member.id;
+}
+
+/** One reading of the cluster: every voter for the gate, with the status of those that answer. */
+interface ClusterReading {
+  gate: VoterHealthReading[];
+  learners: string[];
+  answering: VoterHealth[];
+  /** Why each voter that did not answer did not ("has not started", "does not answer (...)"), by member ID. */
+  silent: Map<string, string>;
+}
+
+type VoterAnswer = { voter: VoterHealth } | { member: EtcdMember; why: string };
+
+async function answerOf(admin: EtcdAdmin, member: EtcdMember): Promise<VoterAnswer> {
+  const endpoint = member.clientURLs[0];
+  if (endpoint === undefined) return { member, why: 'has not started' };
+  try {
+    return { voter: { member, endpoint, status: await admin.status(endpoint) } };
+  } catch (error) {
+    return { member, why: `does not answer (${message(error)})` };
+  }
+}
+
+async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading> {
   let members: EtcdMember[];
   try {
     members = await admin.memberList(endpoints);
   } catch (error) {
-    throw new BlockedError(`cannot read the member list: ${error instanceof Error ? error.message : String(error)}`);
+    throw new BlockedError(`cannot read the member list: ${message(error)}`);
   }
-  const learner = members.find((m) => m.isLearner);
-  if (learner) throw new BlockedError(`learner ${learner.name || learner.id} is joining; run it again once the cluster converged`);
-  const voters: VoterHealth[] = [];
-  for (const member of members) {
-    const endpoint = member.clientURLs[0];
-    if (endpoint === undefined) throw new BlockedError(`voter ${member.name || member.id} has not started`);
-    try {
-      voters.push({ member, endpoint, status: await admin.status(endpoint) });
-    } catch (error) {
-      throw new BlockedError(`voter ${member.name || member.id} does not answer (${error instanceof Error ? error.message : String(error)})`);
+  const reading: ClusterReading = { gate: [], learners: members.filter((m) => m.isLearner).map(nameOf), answering: [], silent: new Map() };
+  for (const answer of await Promise.all(members.filter((m) => !m.isLearner).map((m) => answerOf(admin, m)))) {
+    if ('voter' in answer) {
+      const { member, status } = answer.voter;
+      reading.answering.push(answer.voter);
+      reading.gate.push({ id: member.id, name: nameOf(member), healthy: status.leaderId !== '0', leaderId: status.leaderId });
+    } else {
+      reading.silent.set(answer.member.id, answer.why);
+      reading.gate.push({ id: answer.member.id, name: nameOf(answer.member), healthy: false });
     }
   }
-  const leaders = new Set(voters.map((v) => v.status.leaderId));
-  const [leaderId] = leaders;
-  if (leaders.size !== 1 || leaderId === undefined || leaderId === '0') throw new BlockedError(`voters do not agree on a leader (${[...leaders].join(', ')})`);
-  voters.sort((a, b) => Number(a.member.id === leaderId) - Number(b.member.id === leaderId));
+  return reading;
+}
+
+/** Every voter answers and names the same leader, and no learner is joining; else BlockedError naming why. */
+export async function healthyVoters(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterHealth> {
+  const reading = await readCluster(admin, endpoints);
+  const [learner] = reading.learners;
+  if (learner !== undefined) throw new BlockedError(`learner ${learner} is joining; run it again once the cluster converged`);
+  const [silent] = reading.gate.filter((v) => reading.silent.has(v.id));
+  if (silent) throw new BlockedError(`voter ${silent.name} ${reading.silent.get(silent.id) ?? ''}`);
+  const leaderId = agreedLeader(reading.gate);
+  if (leaderId === undefined || reading.gate.some((v) => !v.healthy)) throw new BlockedError(`voters do not agree on a leader (${[...new Set(reading.gate.map((v) => v.leaderId))].join(', ')})`);
+  const voters = [...reading.answering].sort((a, b) => Number(a.member.id === leaderId) - Number(b.member.id === leaderId));
   return { leaderId, voters };
 }
 
-/** Waits until the cluster is healthy again (each voter answers with the same leader); BlockedError after timeoutMs. */
-export async function waitHealthy(admin: EtcdAdmin, endpoints: readonly string[], clock: Clock, timeoutMs: number): Promise<ClusterHealth> {
+/**
+ * Waits until the health gate lets voter `id` be stopped, moving leadership off it when it leads;
+ * returns the voter as it answers then. BlockedError naming what the gate waits for after timeoutMs.
+ */
+async function whenStoppable(admin: EtcdAdmin, endpoints: readonly string[], id: string, clock: Clock, timeoutMs: number): Promise<VoterHealth> {
   const deadline = clock.now() + timeoutMs;
   for (;;) {
-    try {
-      return await healthyVoters(admin, endpoints);
-    } catch (error) {
-      if (!(error instanceof BlockedError) || clock.now() >= deadline) throw error;
+    const reading = await readCluster(admin, endpoints);
+    const verdict = mayStopVoter(reading.gate, reading.learners, id);
+    if (!verdict.ok && verdict.code === 'NotAVoter') throw new BlockedError(`member ${id} left the cluster meanwhile`);
+    const target = reading.answering.find((v) => v.member.id === id);
+    const successor = reading.answering.find((v) => v.member.id !== id && v.status.leaderId === id);
+    if (!verdict.ok && verdict.code === 'IsLeader' && target && successor) {
+      // Handed to a healthy follower; a later reading shows when every voter follows it.
+      await admin.moveLeader(target.endpoint, successor.member.id);
+      await clock.sleep(200);
+      continue;
     }
+    if (verdict.ok && target) return target;
+    if (clock.now() >= deadline) throw new BlockedError(verdict.ok ? `voter ${reading.gate.find((v) => v.id === id)?.name ?? id} ${reading.silent.get(id) ?? 'does not answer'}` : verdict.message);
     await clock.sleep(200);
   }
 }
 
-/** Moves leadership from the leader to the first follower, and waits until every voter sees the new one. */
-export async function moveLeadershipAway(admin: EtcdAdmin, health: ClusterHealth, clock: Clock, timeoutMs: number): Promise<ClusterHealth> {
-  const leader = health.voters.find((v) => v.member.id === health.leaderId);
-  const target = health.voters.find((v) => v.member.id !== health.leaderId);
-  if (!leader || !target) return health;
-  await admin.moveLeader(leader.endpoint, target.member.id);
-  const endpoints = health.voters.map((v) => v.endpoint);
+/** Waits until voter `id` answers again with the leader the voters agree on; BlockedError after timeoutMs. */
+async function whenBack(admin: EtcdAdmin, endpoints: readonly string[], id: string, clock: Clock, timeoutMs: number): Promise<void> {
   const deadline = clock.now() + timeoutMs;
   for (;;) {
-    const now = await waitHealthy(admin, endpoints, clock, timeoutMs);
-    if (now.leaderId !== leader.member.id) return now;
-    if (clock.now() >= deadline) throw new BlockedError(`leadership did not move off ${leader.member.name}`);
+    const reading = await readCluster(admin, endpoints);
+    const voter = reading.gate.find((v) => v.id === id);
+    if (voter?.healthy === true && agreedLeader(reading.gate) !== undefined) return;
+    if (clock.now() >= deadline) throw new BlockedError(`voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
     await clock.sleep(200);
   }
 }
 
 /**
  * Runs `step` on each voter (or those whose IDs are in `only`), followers first and the leader last
- * (after moving leadership away), with the cluster healthy again before each next step. `beforeEach`
- * guards every step (the lease).
+ * (after moving leadership away). Each voter is stopped only when the health gate allows it, and is
+ * back, answering with the agreed leader, before the next; `beforeEach` guards every step (the lease).
  */
 export async function oneVoterAtATime(
   admin: EtcdAdmin,
@@ -91,12 +135,9 @@ export async function oneVoterAtATime(
   const { clock, healthTimeoutMs, only } = options;
   const first = await healthyVoters(admin, endpoints);
   for (const id of first.voters.map((v) => v.member.id).filter((memberId) => only?.has(memberId) ?? true)) {
-    let health = await waitHealthy(admin, endpoints, clock, healthTimeoutMs);
-    if (id === health.leaderId && health.voters.length > 1) health = await moveLeadershipAway(admin, health, clock, healthTimeoutMs);
-    const voter = health.voters.find((v) => v.member.id === id);
-    if (!voter) throw new BlockedError(`member ${id} left the cluster meanwhile`);
+    const voter = await whenStoppable(admin, endpoints, id, clock, healthTimeoutMs);
     await options.beforeEach();
     await step(voter);
+    await whenBack(admin, endpoints, id, clock, healthTimeoutMs);
   }
-  await waitHealthy(admin, endpoints, clock, healthTimeoutMs);
 }

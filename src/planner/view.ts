@@ -1,6 +1,6 @@
 import type { MachinePhase } from '../domain/machine.ts';
-import { quorum } from '../domain/quorum.ts';
 import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
+import { quorumHolds } from './health-gate.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from './types.ts';
 
 /** A learner counts as caught up when its applied index is this close to the leader's raft index. */
@@ -127,7 +127,7 @@ export function statusErrors(member: ObservedMember): string[] {
 }
 
 export function hasQuorum(view: ClusterView): boolean {
-  return view.voters.length > 0 && view.healthyVoters.length >= quorum(view.voters.length);
+  return quorumHolds(view.voters.length, view.healthyVoters.length);
 }
 
 /** How far a learner has applied against the leader's raft index; undefined while it does not answer. */
