@@ -3,6 +3,8 @@ import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
+import type { Observed } from '../planner/types.ts';
 import type { CarePort, CertificateInfo, LeaseGuard, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
@@ -14,6 +16,7 @@ import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/back
 import { takeBackup } from './backup/take-backup.ts';
 import { renewCertificates, rotateCertificateAuthority } from './certificates.ts';
 import { maintain, type MaintainReport } from './maintain.ts';
+import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
 
 /** Settings of the NOSPACE recovery the reconcile loop runs (the same defaults as `fastplane maintain`). */
@@ -45,6 +48,10 @@ export interface CareDeps {
   describeCertificate: (file: string) => Promise<CertificateInfo>;
   /** How a machine's member starts again on its data dir (the flags the executor starts it with). */
   relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
+  /** The cluster as one reconcile pass observes it, through `admin`. */
+  observe: (admin: EtcdAdmin) => Promise<Observed>;
+  /** A member's committed index read offline from its data dir, where this host has the data dirs. */
+  committedIndexOffline?: RecoverDeps['committedIndexOffline'];
   clock: Clock;
   log: Logger;
 }
@@ -196,6 +203,30 @@ export class CareService implements CarePort {
     return this.deps.withClients(({ admin, maintenance }) =>
       maintain({ admin, maintenance, endpoints, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter(onNote) }, options),
     );
+  }
+
+  /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
+  surveyRecovery(): Promise<RecoveryPlan> {
+    return this.deps.withClients((clients) => surveyRecovery(this.recoverDeps(clients)));
+  }
+
+  /**
+   * Under the caller's lease: surveys again (a reconcile that ran meanwhile may have changed the
+   * survivors), shows the plan through `onPlan`, and carries it out: the stopped voters restarted, or
+   * the chosen survivor forced. The normal reconcile then converges.
+   */
+  recover(writer: FencedWriter, onPlan: (plan: RecoveryPlan) => void): Promise<{ plan: RecoveryPlan; done: 'restarted' | 'forced' }> {
+    return this.deps.withClients(async (clients) => {
+      const deps = this.recoverDeps(clients);
+      const plan = await surveyRecovery(deps);
+      onPlan(plan);
+      return { plan, done: await carryOutRecovery(deps, writer, plan) };
+    });
+  }
+
+  private recoverDeps({ admin, maintenance }: EtcdClients): RecoverDeps {
+    const { store, provider, clock, relaunch, committedIndexOffline } = this.deps;
+    return { cluster: this.cluster, store, provider, admin, maintenance, clock, relaunch, observe: () => this.deps.observe(admin), ...(committedIndexOffline === undefined ? {} : { committedIndexOffline }) };
   }
 
   /** Notes go to the log, and to the caller's `onNote` (a command prints them). */

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { CareService, type EtcdClients } from '../care/care-service.ts';
 import { systemClock } from '../ports/clock.ts';
@@ -50,6 +51,12 @@ export function careFor(host: CareHost, manifest: ControlPlane): CareService {
     describeCertificate: async (file) => (await import('../adapters/pki/local-pki.ts')).describeCertificate(file),
     // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
     relaunch: async (cp, machine) => (await import('../executor/execute.ts')).launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),
+    observe: async (admin) => (await import('../reconciler/observe.ts')).observe({ cluster, etcd: admin, provider, store: host.store }),
+    // The local provider keeps a machine's data dir on this host (`clusters/<name>/machines/<machine>/data`), so
+    // `recover` reads stopped members offline; an ssh provider's data dirs are on their hosts, not read here.
+    ...(manifest.spec.provider.name === 'local-process'
+      ? { committedIndexOffline: async (machine: string) => (await import('../adapters/etcd/wal-commit.ts')).committedIndexOf(join(host.stateDir, 'clusters', cluster, 'machines', machine, 'data')) }
+      : {}),
     clock: systemClock,
     // The log file opens when care first logs, not when a command builds the service.
     log: { debug: (fields, message) => { host.log.debug(fields, message); }, info: (fields, message) => { host.log.info(fields, message); }, warn: (fields, message) => { host.log.warn(fields, message); } },

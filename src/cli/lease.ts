@@ -1,10 +1,8 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { BlockedError } from '../care/blocked-error.ts';
-import type { EtcdClients } from '../care/care-service.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { underLease, type UnderLeaseOptions } from '../lease/under-lease.ts';
 import { systemClock } from '../ports/clock.ts';
-import { careFor } from './care.ts';
 import type { CliContext } from './context.ts';
 
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */
@@ -55,15 +53,4 @@ export async function underLeaseOrBlocked<T>(ctx: CliContext, name: string, what
     process.stderr.write(`error: ${what} of ${name} stopped: ${error.message}\n`);
   }
   return undefined;
-}
-
-/** Work under the cluster's lease with clients of its own (`recover --yes`), as underLeaseOrBlocked. */
-export async function underLeaseWithClients<T>(ctx: CliContext, manifest: ControlPlane, what: string, work: (clients: EtcdClients, writer: FencedWriter) => Promise<T>): Promise<T | undefined> {
-  const care = careFor(ctx, manifest);
-  return underLeaseOrBlocked(ctx, manifest.metadata.name, what, (writer) => care.withClients((clients) => work(clients, writer)));
-}
-
-/** Clients of a control plane for one day-2 command, closed after `run`. */
-export function withClients<T>(ctx: CliContext, manifest: ControlPlane, run: (clients: EtcdClients) => Promise<T>): Promise<T> {
-  return careFor(ctx, manifest).withClients(run);
 }

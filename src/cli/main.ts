@@ -4,6 +4,7 @@ import { InvalidInputError } from '../api/errors.ts';
 import type { benchCommand } from './commands/bench.ts';
 import type { ControllerFlags } from './commands/controller.ts';
 import type { MaintainFlags } from './commands/maintain.ts';
+import type { RecoverFlags } from './commands/recover.ts';
 import type { RestoreFlags } from './commands/restore.ts';
 import type { rolloutCommand } from './commands/rollout.ts';
 import type { scaleCommand } from './commands/scale.ts';
@@ -12,7 +13,6 @@ import type { statusCommand } from './commands/status.ts';
 import type { upCommand } from './commands/up.ts';
 import type { CliContext, ContextOptions, GlobalOptions } from './context.ts';
 import { EXIT } from './exit-codes.ts';
-import type { RecoverFlags } from './recover-command.ts';
 
 // package.json sits two levels up from both src/cli/main.ts and dist/cli/main.js.
 const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -158,7 +158,7 @@ export function buildProgram(): Command {
     .description('when a majority of members is gone for good: restart the most up-to-date survivor with --force-new-cluster, delete the lost machines, scale back to replicas')
     .option('--yes', 'carry out the plan (without it, only print the survivors and the plan, and exit 3)')
     .addOption(timeout())
-    .action(async (name: string, flags: RecoverFlags) => withContext(program, async (ctx) => (await import('./recover-command.ts')).recoverCommand(ctx, name, flags)));
+    .action(async (name: string, flags: RecoverFlags) => withContext(program, async (ctx) => (await import('./commands/recover.ts')).recoverCommand(ctx, name, flags)));
 
   program
     .command('maintain <name>')

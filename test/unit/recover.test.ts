@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { describeLoss, describePlan, rankSurvivors, type RecoveryPlan, type SurvivorReading } from '../../src/dr/recover.ts';
+import { describeLoss, describePlan, rankSurvivors, type RecoveryPlan, type SurvivorReading } from '../../src/care/recover.ts';
 import { planFromView } from '../../src/planner/plan.ts';
 import { buildView } from '../../src/planner/view.ts';
 import { observationWrites } from '../../src/reconciler/record.ts';

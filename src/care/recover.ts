@@ -1,17 +1,15 @@
-import type { ControlPlaneRecord } from '../domain/machine.ts';
+import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
 import type { Observed, ObservedMachine } from '../planner/types.ts';
-import { launchFor } from '../executor/execute.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
+import { quorumHolds } from '../planner/health-gate.ts';
 import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
-import type { InfraProvider } from '../ports/machine-provider.ts';
+import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
-import { observe } from '../reconciler/observe.ts';
-import { quorum } from '../domain/quorum.ts';
-import { BlockedError } from '../care/blocked-error.ts';
+import { BlockedError } from './blocked-error.ts';
 
 /**
  * `fastplane recover`: the way back when quorum is lost. When a quorum of the voters still has an
@@ -64,6 +62,10 @@ export interface RecoverDeps {
   admin: EtcdAdmin;
   maintenance: EtcdMaintenance;
   clock: Clock;
+  /** The cluster as one reconcile pass observes it, through `admin`. */
+  observe: () => Promise<Observed>;
+  /** How a machine's member starts again on its data dir. */
+  relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
   /**
    * A member's committed index read offline from its data dir, undefined when the data dir is gone.
    * Given only where the data dirs are on this host (the local provider); otherwise stopped members
@@ -131,7 +133,7 @@ async function readingOf(deps: RecoverDeps, observed: Observed, machine: Observe
 /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
 export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
   const cp = await controlPlane(deps);
-  const observed = await observe({ cluster: deps.cluster, etcd: deps.admin, provider: deps.provider, store: deps.store });
+  const observed = await deps.observe();
   const view = buildView(toPlannerSpec(cp.manifest), observed, deps.clock.now());
   if (view.membersKnown && view.voters.length > 0 && hasQuorum(view)) {
     throw new HasQuorumError(
@@ -151,7 +153,7 @@ export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
     survivors: ranked,
     unread: observed.machines.map((m) => m.record.name).filter((name) => !ranked.some((r) => r.machine === name)),
     chosen,
-    restart: intactVoters.length >= quorum(voters) ? intactVoters.filter((r) => !r.running).map((r) => r.machine) : [],
+    restart: quorumHolds(voters, intactVoters.length) ? intactVoters.filter((r) => !r.running).map((r) => r.machine) : [],
     deleted: observed.machines.map((m) => m.record.name).filter((name) => name !== chosen.machine),
     replicas: cp.manifest.spec.replicas,
   };
@@ -220,7 +222,7 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     if (record?.peerURL === undefined) return false;
     await writer.verify();
     // An existing data dir: etcd ignores the initial cluster and rejoins with the members it recorded.
-    await provider.startMember(cluster, name, launchFor(cp, record, `${record.name}=${record.peerURL}`, 'existing'));
+    await provider.startMember(cluster, name, await deps.relaunch(cp, record));
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
   const deadline = clock.now() + RESTART_TIMEOUT_MS;
@@ -254,7 +256,7 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   for (const name of plan.deleted) await provider.stopMember(cluster, name);
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
-  const launch = { ...launchFor(cp, record, `${record.name}=${record.peerURL}`, 'existing'), forceNewCluster: true };
+  const launch = { ...(await deps.relaunch(cp, record)), forceNewCluster: true };
   await provider.startMember(cluster, plan.chosen.machine, launch);
   const deadline = clock.now() + FORCED_START_TIMEOUT_MS;
   for (;;) {
