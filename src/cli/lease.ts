@@ -5,6 +5,8 @@ import { underLease, type UnderLeaseOptions } from '../lease/under-lease.ts';
 import { systemClock } from '../ports/clock.ts';
 import type { CliContext } from './context.ts';
 
+// How commands other than `up` hold a cluster's lease: to delete the cluster, or for day-2 work.
+
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */
 export async function destroyControlPlane(ctx: CliContext, manifest: ControlPlane, writer: FencedWriter): Promise<void> {
   const name = manifest.metadata.name;

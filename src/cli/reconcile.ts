@@ -9,6 +9,9 @@ import { explain, parseOutput, render } from './render.ts';
 import { parseTimeout, type RunFlags } from './spec-flags.ts';
 import { statusOf } from './status-document.ts';
 
+// The one reconcile path behind up, scale, rollout, restore and bench: the spec stored, the cluster
+// brought to it (or the lease holder followed), the final status printed, the outcome as an exit code.
+
 export const OUTCOME_EXIT: Record<Convergence['outcome'], number> = {
   Converged: EXIT.converged,
   Blocked: EXIT.blocked,
