@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parseDuration, parseDurationRange } from './duration.ts';
 import { InvalidInputError } from './errors.ts';
 import { checkSshProvider, sshProviderFields } from './ssh-provider.ts';
+import { compareVersions } from './versions.ts';
 
 export const API_VERSION = 'fastplane.dev/v1alpha1';
 export const KIND = 'ControlPlane';
@@ -44,7 +45,9 @@ const ScaleUpSchema = z
 
 const EtcdSchema = z
   .object({
-    maxLearners: z.number().int().min(1).max(8).default(1),
+    // How many learners may catch up at once. `auto`: from etcd 3.6, as many as join in a plan (members
+    // run --max-learners 8); below 3.6 etcd allows one. A number pins it (above 1 needs 3.6).
+    maxLearners: z.union([z.literal('auto'), z.number().int().min(1).max(8)], { error: 'must be auto or a whole number from 1 to 8' }).default('auto'),
     quotaBackendBytes: z.number().int().positive().optional(),
     // Who guards membership changes: etcd's own checks (--strict-reconfig-check, the 5 s rule), or
     // fastplane's planner making the same checks on its own observations with etcd's turned off.
@@ -119,7 +122,7 @@ const SpecSchema = z
     checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, (path, message) => {
       ctx.addIssue({ code: 'custom', path, message });
     });
-    if (spec.etcd.maxLearners > 1 && compareVersions(spec.version, '3.6.0') < 0) {
+    if (spec.etcd.maxLearners !== 'auto' && spec.etcd.maxLearners > 1 && compareVersions(spec.version, '3.6.0') < 0) {
       ctx.addIssue({
         code: 'custom',
         path: ['etcd', 'maxLearners'],
@@ -155,16 +158,7 @@ export type ControlPlane = z.infer<typeof ControlPlaneSchema>;
 export type ControlPlaneSpec = ControlPlane['spec'];
 export type ControlPlaneInput = z.input<typeof ControlPlaneSchema>;
 
-/** Orders dotted numeric versions (3.4.23 < 3.5.16 < 3.6.0). */
-export function compareVersions(a: string, b: string): number {
-  const pa = a.split('.').map(Number);
-  const pb = b.split('.').map(Number);
-  for (let i = 0; i < Math.max(pa.length, pb.length); i++) {
-    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
-    if (d !== 0) return d;
-  }
-  return 0;
-}
+export { compareVersions } from './versions.ts';
 
 /** One line per zod issue: the dotted field path, then the rule. */
 export function describeIssues(error: z.ZodError): string[] {

@@ -52,6 +52,8 @@ export interface MachineRecord {
    * removal checks off). Recorded before each start; absent on machines started before it was kept.
    */
   strictReconfigCheck?: boolean;
+  /** The --max-learners its member was last started with; absent on machines started before it was kept. */
+  maxLearners?: number;
 }
 
 export interface RemediationRecord {

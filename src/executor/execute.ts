@@ -28,6 +28,7 @@ import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/state-store.ts';
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
 import { RenewDeadlineHoldError, type FencedWriter } from '../lease/fenced-writer.ts';
+import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 
 export interface ExecutorDeps {
   cluster: string;
@@ -109,7 +110,7 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
     initialCluster,
     initialClusterState: state,
     clusterToken: cp.clusterToken,
-    maxLearners: spec.etcd.maxLearners,
+    maxLearners: launchedLearnerLimit(machine.version, spec.etcd.maxLearners),
   };
   if (spec.etcd.quotaBackendBytes !== undefined) launch.quotaBackendBytes = spec.etcd.quotaBackendBytes;
   if (spec.etcd.reconfigurationCheck === 'fastplane') launch.strictReconfigCheck = false;
@@ -119,12 +120,15 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
 }
 
 /**
- * Starts the machine's member, first recording how (etcd's reconfiguration checks on or off): the
- * planner's guard follows what the members run, which lags the spec until they are rolled.
+ * Starts the machine's member, first recording how (etcd's reconfiguration checks on or off, its
+ * learner limit): the planner's guard and learner limit follow what the members run, which lags the
+ * spec until they are rolled.
  */
 async function startMemberAs(deps: ExecutorDeps, record: MachineRecord, launch: MemberLaunch): Promise<void> {
   const strict = launch.strictReconfigCheck !== false;
-  if (record.strictReconfigCheck !== strict) await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict } });
+  if (record.strictReconfigCheck !== strict || record.maxLearners !== launch.maxLearners) {
+    await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict, maxLearners: launch.maxLearners } });
+  }
   await deps.provider.startMember(deps.cluster, record.name, launch);
 }
 

@@ -19,9 +19,10 @@ export function preflightForAdd(view: ClusterView): Wait[] {
   for (const alarm of view.observed.alarms) {
     reasons.push({ code: 'AlarmActive', message: `etcd alarm ${alarm.alarm} is raised on member ${alarm.memberId}` });
   }
-  if (view.learners.length >= view.spec.maxLearners) {
+  if (view.learners.length >= view.learnerLimit) {
     const names = view.learners.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
-    reasons.push({ code: 'LearnerSlotTaken', message: `learner slot taken by ${names} (limit ${String(view.spec.maxLearners)})` });
+    const lower = view.learnerLimit < view.spec.maxLearners ? `; members started before run ${String(view.learnerLimit)} until rolled` : '';
+    reasons.push({ code: 'LearnerSlotTaken', message: `learner slot taken by ${names} (limit ${String(view.learnerLimit)}${lower})` });
   }
   return reasons;
 }

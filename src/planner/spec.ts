@@ -1,5 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDuration } from '../api/duration.ts';
+import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import { templateHash } from '../domain/template.ts';
 import type { PlannerSpec } from './types.ts';
 
@@ -13,7 +14,7 @@ export function machineTemplateHash(cp: ControlPlane): string {
   // The check mode is an etcd flag, so changing it rolls the members; left out at its default so the
   // hash of every cluster made before the mode existed stays the same (no surprise rollout).
   const guarded = cp.spec.etcd.reconfigurationCheck === 'fastplane' ? { reconfigurationCheck: 'fastplane' } : {};
-  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: cp.spec.etcd.maxLearners, ...guarded });
+  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: launchedLearnerLimit(cp.spec.version, cp.spec.etcd.maxLearners), ...guarded });
 }
 
 export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
@@ -41,7 +42,7 @@ export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
     failureDomains: spec.provider.failureDomains,
     strategy: spec.scaleUp.strategy,
     maxConcurrentProvisioning: spec.scaleUp.maxConcurrentProvisioning,
-    maxLearners: spec.etcd.maxLearners,
+    maxLearners: launchedLearnerLimit(spec.version, spec.etcd.maxLearners),
     reconfigurationCheck: spec.etcd.reconfigurationCheck,
     maxSurge: spec.rollout.maxSurge,
     remediation,

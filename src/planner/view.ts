@@ -2,6 +2,7 @@ import type { MachinePhase } from '../domain/machine.ts';
 import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { quorumHolds } from './health-gate.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from './types.ts';
+import { learnerLimitInForce } from '../domain/learner-limit.ts';
 
 /** A learner counts as caught up when its applied index is this close to the leader's raft index. */
 export const CATCH_UP_MARGIN = 10;
@@ -37,6 +38,12 @@ export interface ClusterView {
    * run so until rolled.
    */
   uncheckedMembers: string[];
+  /**
+   * How many learners etcd accepts now: the lowest --max-learners of the spec's launch and of every
+   * member that runs (or has been a voter), from what each was started with; during a rollout or a
+   * change of the setting, the old members' limit holds until they are gone.
+   */
+  learnerLimit: number;
 }
 
 export function peerURLOf(machine: ObservedMachine): string | undefined {
@@ -118,6 +125,10 @@ export function buildView(spec: PlannerSpec, observed: Observed, now: number): C
     uncheckedMembers: observed.machines
       .filter((m) => m.record.strictReconfigCheck === false && (memberByMachine.has(m.record.name) || m.infra?.memberRunning === true))
       .map((m) => m.record.name),
+    learnerLimit: learnerLimitInForce(
+      spec.maxLearners,
+      observed.machines.filter((m) => m.infra?.memberRunning === true || memberByMachine.get(m.record.name)?.isLearner === false).map((m) => ({ version: m.record.version, maxLearners: m.record.maxLearners })),
+    ),
   };
 }
 

@@ -74,6 +74,8 @@ interface ModelMember {
   staleLeader?: { leaderId: string; until: number };
   /** Started with --strict-reconfig-check=false: as the serving member it skips the add/remove health checks. */
   unchecked?: boolean;
+  /** Its own --max-learners, from its start on: each member checks a learner add against its own. */
+  maxLearners?: number;
 }
 
 /**
@@ -96,7 +98,6 @@ interface ModelCluster {
   leaderLostAt?: number;
   baseIndex: number;
   createdAt: number;
-  maxLearners: number;
   alarms: EtcdAlarm[];
   /** Peer URL -> when its member was removed (a re-add in the same second re-creates the removed ID). */
   removedPeerURLs: Map<string, number>;
@@ -400,6 +401,7 @@ export class ModelWorld {
     // Removed from the cluster: etcd starts, learns it was removed and exits.
     if (!state || !member) return;
     member.unchecked = launch.strictReconfigCheck === false;
+    member.maxLearners = launch.maxLearners;
     const now = this.clock.now();
     machine.running = true;
     member.connectedSince = now;
@@ -427,6 +429,7 @@ export class ModelWorld {
       caughtUpAt: now,
       publishedAt: now + this.timings.electionMs,
       unchecked: launch.strictReconfigCheck === false,
+      maxLearners: launch.maxLearners,
     };
     const clusterId = this.newMemberId();
     this.clusters.set(clusterId, {
@@ -439,7 +442,6 @@ export class ModelWorld {
       leaderSince: now,
       baseIndex: 4,
       createdAt: now,
-      maxLearners: launch.maxLearners,
       alarms: [],
       removedPeerURLs: new Map(),
     });
@@ -469,6 +471,7 @@ export class ModelWorld {
     member.name = launch.memberName;
     member.clientURL = clientURLOf(machine);
     member.unchecked = launch.strictReconfigCheck === false;
+    member.maxLearners = launch.maxLearners;
     member.connectedSince = now;
     member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
     member.publishedAt = member.caughtUpAt;
@@ -642,7 +645,9 @@ export class ModelWorld {
     if (removedAt !== undefined && Math.floor(removedAt / 1000) === Math.floor(this.clock.now() / 1000)) fail('MemberNotFound', 'etcdserver: member not found');
     if ([...state.members.values()].some((m) => m.peerURL === peerURL)) fail('PeerURLExists', 'etcdserver: Peer URLs already exists');
     const learners = [...state.members.values()].filter((m) => m.isLearner).length;
-    if (learners + 1 > state.maxLearners) fail('TooManyLearners', 'etcdserver: too many learner members in cluster');
+    // Every running member applies the change against its own limit; the lowest one refuses first.
+    const limit = Math.min(...[...state.members.values()].flatMap((m) => (m.maxLearners === undefined ? [] : [m.maxLearners])));
+    if (learners + 1 > limit) fail('TooManyLearners', 'etcdserver: too many learner members in cluster');
     const member: ModelMember = { id: this.newMemberId(), name: '', peerURL, isLearner: true, caughtUpAt: Number.POSITIVE_INFINITY };
     state.members.set(member.id, member);
     state.baseIndex++;
@@ -779,6 +784,13 @@ export class ModelWorld {
   learnerCount(owner: string): number {
     const state = this.currentCluster(owner);
     return state ? [...state.members.values()].filter((m) => m.isLearner).length : 0;
+  }
+
+  /** The lowest --max-learners any member of the cluster was started with (what etcd enforces); unbounded before any started. */
+  learnerLimit(owner: string): number {
+    const state = this.currentCluster(owner);
+    const limits = state ? [...state.members.values()].flatMap((m) => (m.maxLearners === undefined ? [] : [m.maxLearners])) : [];
+    return Math.min(Number.POSITIVE_INFINITY, ...limits);
   }
 
   voterCount(owner: string): number {

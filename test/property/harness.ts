@@ -142,7 +142,8 @@ export class InvariantChecker {
     if (world.violations.length > 0) this.fail('model violation', JSON.stringify(world.violations));
     if (world.initCount > 1) this.fail('invariant 1', `the model saw ${String(world.initCount)} bootstraps`);
     const learners = world.learnerCount(NAME);
-    if (cp && learners > cp.manifest.spec.etcd.maxLearners) this.fail('invariant 2', `${String(learners)} learners, limit ${String(cp.manifest.spec.etcd.maxLearners)}`);
+    const limit = world.learnerLimit(NAME);
+    if (learners > limit) this.fail('invariant 2', `${String(learners)} learners, the lowest limit in force is ${String(limit)}`);
     if (cp?.initMachine !== undefined) {
       // Only an init whose member never started may be replaced, after AbandonInit listed it.
       const abandoned = this.initMachine !== undefined && cp.abandonedInits?.includes(this.initMachine) === true;

@@ -77,6 +77,8 @@ export interface MachineOptions {
   learnerProgress?: { appliedIndex: number; at: number };
   /** null: no member ID recorded (default: recorded for member phases). */
   memberId?: string | null;
+  /** The --max-learners its member was started with (default: not recorded, as before it was kept). */
+  maxLearners?: number;
 }
 
 const MEMBER_PHASES: readonly MachinePhase[] = ['Initializing', 'Joining', 'Learner', 'Voter'];
@@ -124,6 +126,7 @@ export function machine(name: string, opts: MachineOptions = {}): ObservedMachin
     phaseTimes,
   };
   if (opts.failureDomain !== undefined) record.failureDomain = opts.failureDomain;
+  if (opts.maxLearners !== undefined) record.maxLearners = opts.maxLearners;
   // The reconciler records the addresses once the provider reports them; a machine that reached
   // Provisioned keeps them even after its infrastructure disappears.
   if ((infraState !== 'none' && infraState !== 'Provisioning') || isMemberPhase || phase === 'Provisioned' || phase === 'Deleting') {
@@ -250,6 +253,8 @@ export interface ClusterOptions {
   /** Leader machine name. Default: the first. */
   leader?: string;
   version?: string;
+  /** The --max-learners every member was started with. */
+  maxLearners?: number;
   templateHash?: string;
   /** Assigned round robin. */
   failureDomains?: string[];
@@ -263,6 +268,7 @@ export function healthyCluster(n: number, opts: ClusterOptions = {}): { machines
   const machines = names.map((name, i) => {
     const o: MachineOptions = { phase: 'Voter' };
     if (opts.version !== undefined) o.version = opts.version;
+    if (opts.maxLearners !== undefined) o.maxLearners = opts.maxLearners;
     if (opts.templateHash !== undefined) o.templateHash = opts.templateHash;
     const domain = opts.failureDomains?.[i % opts.failureDomains.length];
     if (domain !== undefined) o.failureDomain = domain;

@@ -21,7 +21,7 @@ const DEFAULT_SPEC: ControlPlane['spec'] = {
   version: '3.6.17',
   provider: { name: 'local-process', provisioningDelay: '0s', deletionDelay: '0s', failureDomains: [], insecure: false },
   scaleUp: { strategy: 'parallel', maxConcurrentProvisioning: 10 },
-  etcd: { maxLearners: 1, reconfigurationCheck: 'etcd' },
+  etcd: { maxLearners: 'auto', reconfigurationCheck: 'etcd' },
   rollout: { maxSurge: 1 },
   remediation: { maxRetry: 5, retryPeriod: '0s', minHealthyPeriod: '1h', unhealthyAfter: '10s', learnerStuckAfter: '2m' },
   maintenance: { every: '24h', retainRevisions: 10_000, fragmentationThreshold: 0.5 },
@@ -55,7 +55,7 @@ describe('ControlPlane manifest: defaults', () => {
     a.spec.provider.failureDomains.push('zone-a');
     const b = defaultControlPlane('b');
     assert.equal(b.spec.provider.provisioningDelay, '0s');
-    assert.equal(b.spec.etcd.maxLearners, 1);
+    assert.equal(b.spec.etcd.maxLearners, 'auto');
     assert.deepEqual(b.spec.provider.failureDomains, []);
   });
 });

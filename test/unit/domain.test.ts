@@ -120,7 +120,8 @@ describe('template hash', () => {
     assert.match(templateHash({ a: 1 }), /^[0-9a-f]{8}$/);
     assert.equal(templateHash({ a: 1 }), templateHash({ a: 1 }));
     // Stored machine records compare against this: a changed value rolls out every existing cluster.
-    assert.equal(machineTemplateHash(defaultControlPlane('t')), '3cac4c84');
+    // (It changed once, when maxLearners became auto: 3.6 members then run --max-learners 8.)
+    assert.equal(machineTemplateHash(defaultControlPlane('t')), '2d25215f');
   });
 
   test('templateHash changes with any value, type or key', () => {
@@ -134,10 +135,14 @@ describe('template hash', () => {
     const base = machineTemplateHash(defaultControlPlane('t'));
     assert.equal(machineTemplateHash(defaultControlPlane('other-name')), base, 'the name does not roll out');
     assert.equal(machineTemplateHash(withSpec((cp) => (cp.spec.replicas = 5))), base, 'scaling is not a rollout');
-    assert.equal(machineTemplateHash(withSpec((cp) => (cp.spec.version = '3.5.16'))), base, 'the version is tracked on its own');
+    assert.equal(machineTemplateHash(withSpec((cp) => (cp.spec.version = '3.7.4'))), base, 'the version is tracked on its own');
+    // What the members run, not the setting: auto is 1 below 3.6, so older clusters do not roll for it.
+    const on35 = (maxLearners: 'auto' | number) => machineTemplateHash(withSpec((cp) => ((cp.spec.version = '3.5.16'), (cp.spec.etcd.maxLearners = maxLearners))));
+    assert.equal(on35('auto'), on35(1), 'auto on 3.5 runs the one learner 3.5 allows');
     assert.equal(machineTemplateHash(withSpec((cp) => (cp.spec.provider.provisioningDelay = '3s-8s'))), base);
     assert.notEqual(machineTemplateHash(withSpec((cp) => (cp.spec.etcd.quotaBackendBytes = 8_589_934_592))), base);
     assert.notEqual(machineTemplateHash(withSpec((cp) => (cp.spec.etcd.maxLearners = 2))), base);
+    assert.notEqual(machineTemplateHash(withSpec((cp) => (cp.spec.etcd.maxLearners = 1))), base, 'auto on 3.6 is not 1');
   });
 });
 

@@ -92,7 +92,7 @@ describe('KubeadmControlPlane: the shapes Cluster API writes', () => {
     assert.equal(manifest.spec.remediation.retryPeriod, '90s');
     assert.equal(manifest.spec.remediation.minHealthyPeriod, '2h');
     assert.equal(manifest.spec.remediation.maxRetry, 3);
-    assert.equal(manifest.spec.etcd.maxLearners, 1);
+    assert.equal(manifest.spec.etcd.maxLearners, 'auto', 'auto: one learner at a time on 3.5');
     assert.ok(warnings.some((w) => /extraArgs\.max-learners: ignored: above 1 needs etcd 3\.6/.test(w)), warnings.join('\n'));
   });
 

@@ -215,8 +215,28 @@ describe('planner: scale up', () => {
     assert.deepEqual(waitOf(one, 'LearnerCatchingUp').machine, 't-4');
     assert.ok(!one.waits.some((w) => w.message.includes('t-5 waits at the join gate')), 'the taken slot is the normal gate, not a complaint');
 
-    const two = decide(o, spec({ replicas: 5, maxLearners: 2 }));
-    assert.deepEqual(two.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
+    // The members run 3.4.23, which allows one learner whatever the spec asks.
+    const pinned = decide(o, spec({ replicas: 5, maxLearners: 2 }));
+    assert.equal(pinned.membershipAction, undefined);
+    assert.deepEqual(waitOf(pinned, 'LearnerCatchingUp').machine, 't-4');
+  });
+
+  test('on etcd 3.6 adds a second learner while the first catches up, up to the lowest limit the members run', () => {
+    const c = healthyCluster(3, { version: '3.6.17', maxLearners: 2 });
+    const o = (limit?: number) =>
+      observed({
+        machines: [...c.machines, machine('t-4', { phase: 'Learner', version: '3.6.17', ...(limit === undefined ? {} : { maxLearners: limit }) }), machine('t-5', { version: '3.6.17' })],
+        members: [...c.members, learner('t-4', { raftAppliedIndex: 1200, version: '3.6.17' })],
+      });
+    const s = spec({ replicas: 5, version: '3.6.17', maxLearners: 2 });
+    assert.deepEqual(decide(o(2), s).membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
+    // A running member recorded without a limit (started by an older fastplane) holds it at 1.
+    assert.equal(decide(o(), s).membershipAction, undefined);
+    // The spec asks for more than the voters run (a change of the setting, not rolled yet): theirs holds.
+    assert.equal(decide(o(2), spec({ replicas: 5, version: '3.6.17', maxLearners: 3 })).membershipAction?.kind, 'AddLearner');
+    const three = healthyCluster(3, { version: '3.6.17', maxLearners: 1 });
+    const held = decide(observed({ machines: [...three.machines, machine('t-4', { phase: 'Learner', version: '3.6.17', maxLearners: 3 }), machine('t-5', { version: '3.6.17' })], members: [...three.members, learner('t-4', { raftAppliedIndex: 1200, version: '3.6.17' })] }), spec({ replicas: 5, version: '3.6.17', maxLearners: 3 }));
+    assert.equal(held.membershipAction, undefined, 'voters started with --max-learners 1 refuse a second learner');
   });
 
   test('promotes only when the learner answers and is within the catch-up margin', () => {
@@ -905,6 +925,8 @@ describe('planner: remediation', () => {
 describe('planner: gate and reporting', () => {
   test('at most one membership action per decision, chosen by the priority ladder', () => {
     const c3 = healthyCluster(3);
+    // On 3.6, started with --max-learners 2: room for a second learner.
+    const c36 = healthyCluster(3, { version: '3.6.17', maxLearners: 2 });
     const orphan = learner('t-9', { id: '9000000000000000009', peerURL: 'http://127.77.1.9:2380' });
     const cases: { name: string; o: Observed; s: PlannerSpec; expect: { kind: string; machine?: string } }[] = [
       {
@@ -933,8 +955,8 @@ describe('planner: gate and reporting', () => {
       },
       {
         name: 'a join beats a promotion',
-        o: observed({ machines: [...c3.machines, machine('t-4', { phase: 'Learner' }), machine('t-5')], members: [...c3.members, learner('t-4')] }),
-        s: spec({ replicas: 5, maxLearners: 2 }),
+        o: observed({ machines: [...c36.machines, machine('t-4', { phase: 'Learner', version: '3.6.17', maxLearners: 2 }), machine('t-5', { version: '3.6.17' })], members: [...c36.members, learner('t-4', { version: '3.6.17' })] }),
+        s: spec({ replicas: 5, version: '3.6.17', maxLearners: 2 }),
         expect: { kind: 'AddLearner', machine: 't-5' },
       },
       {

@@ -1,0 +1,27 @@
+import { compareVersions } from '../api/versions.ts';
+
+/** What `maxLearners: auto` runs members with from etcd 3.6 on: the most the setting allows. */
+export const AUTO_LEARNER_LIMIT = 8;
+
+/**
+ * The --max-learners a member of `version` runs with for the spec's setting. etcd 3.4 and 3.5 allow
+ * one learner, hard-coded; 3.6 made it a flag (docs/etcd-behaviour.md, learner limit).
+ */
+export function launchedLearnerLimit(version: string, setting: 'auto' | number): number {
+  if (compareVersions(version, '3.6.0') < 0) return 1;
+  return setting === 'auto' ? AUTO_LEARNER_LIMIT : setting;
+}
+
+/**
+ * The learner limit in force: the lowest of what new members will run (`launched`) and what every
+ * member with a process runs, since each member checks an add against its own limit when it applies
+ * it. A member below 3.6 runs 1; one recorded before its limit was (an older fastplane) counts as 1.
+ */
+export function learnerLimitInForce(launched: number, members: readonly { version: string; maxLearners?: number | undefined }[]): number {
+  let limit = launched;
+  for (const member of members) {
+    const own = compareVersions(member.version, '3.6.0') < 0 ? 1 : (member.maxLearners ?? 1);
+    limit = Math.min(limit, own);
+  }
+  return limit;
+}
