@@ -130,6 +130,15 @@ export function membershipChanges(events: EventRecord[]): EventRecord[] {
   return events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && e.outcome === 'Succeeded').sort((a, b) => a.at - b.at);
 }
 
+/**
+ * The most learners etcd accepted at once for these machines: the lowest --max-learners their members
+ * were started with (1 where none is recorded, and on etcd below 3.6).
+ */
+export function learnerLimitOf(machines: readonly MachineRecord[]): number {
+  const limits = machines.map((m) => (Number(m.version.split('.')[1]) < 6 ? 1 : (m.maxLearners ?? 1)));
+  return limits.length === 0 ? 1 : Math.min(...limits);
+}
+
 /** The status document a `-o json` run printed. */
 export function statusOf(stdout: string): ControlPlaneStatusDocument {
   return JSON.parse(stdout) as ControlPlaneStatusDocument;
