@@ -2,7 +2,7 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord, MachinePhase } from '../domain/machine.ts';
 import { FencedOutError, type ProcessIdentity, type SpecWatch, type StateStore } from '../ports/state-store.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
-import { REQUEUE } from '../planner/plan.ts';
+import { REQUEUE } from '../planner/requeue.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { Logger } from '../ports/logger.ts';
 import { LeaseKeeper } from '../lease/lease-keeper.ts';

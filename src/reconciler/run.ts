@@ -1,6 +1,7 @@
 import type { MachineRecord, StoredCondition } from '../domain/machine.ts';
 import { execute, type ExecutorDeps } from '../executor/execute.ts';
-import { FAST_RETRY, planFromView, REQUEUE } from '../planner/plan.ts';
+import { planFromView } from '../planner/plan.ts';
+import { FAST_RETRY, REQUEUE } from '../planner/requeue.ts';
 import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed, VoterReading, Wait } from '../planner/types.ts';

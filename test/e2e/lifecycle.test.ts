@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MEMBER_RESTART_BACKOFF_MS } from '../../src/planner/plan.ts';
+import { MEMBER_RESTART_BACKOFF_MS } from '../../src/planner/repair.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { cliEnvFactory, membershipChanges, pidsUnder, statusOf, type CliEnv } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';

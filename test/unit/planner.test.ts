@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { plan, REQUEUE } from '../../src/planner/plan.ts';
+import { plan } from '../../src/planner/plan.ts';
+import { REQUEUE } from '../../src/planner/requeue.ts';
 import type { ConditionType, Decision, MachineAction, Observed, PlannerSpec } from '../../src/planner/types.ts';
 import {
   healthyCluster,
