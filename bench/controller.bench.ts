@@ -14,7 +14,8 @@ import type { ControllerMetrics } from '../src/controller/controller-metrics.ts'
 import { clockTimers } from '../src/controller/timers.ts';
 import { HeapClock } from '../src/sim/heap-clock.ts';
 import { ModelEtcdAdmin, ModelProvider } from '../src/sim/model-adapters.ts';
-import { MEASURED_TIMINGS, ModelWorld } from '../src/sim/model-world.ts';
+import { MEASURED_TIMINGS } from '../src/sim/model-timings.ts';
+import { ModelWorld } from '../src/sim/model-world.ts';
 import { seededRandom } from '../src/sim/random.ts';
 
 const CLUSTERS = Number(process.env.CONTROLLER_BENCH_CLUSTERS ?? 10_000);

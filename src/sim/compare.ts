@@ -1,6 +1,6 @@
 import { API_VERSION, KIND, validateControlPlane, type ControlPlane } from '../api/control-plane.ts';
 import type { DurationRange } from '../api/duration.ts';
-import type { ModelTimings } from './model-world.ts';
+import type { ModelTimings } from './model-timings.ts';
 import { Simulation } from './simulate.ts';
 
 /**

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { validateControlPlane, type ControlPlane } from '../../src/api/control-plane.ts';
 import type { Decision, Observed } from '../../src/planner/types.ts';
-import { MAX_ORDINAL } from '../../src/sim/model-world.ts';
+import { MAX_ORDINAL } from '../../src/sim/model-types.ts';
 import { Simulation } from '../../src/sim/simulate.ts';
 import { assertConvergedInModel, InvariantChecker, NAME, type Trace } from './harness.ts';
 

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { validateControlPlane } from '../../src/api/control-plane.ts';
 import { REQUEUE } from '../../src/planner/requeue.ts';
 import { compareStrategies, percentile, timeToReady } from '../../src/sim/compare.ts';
-import { MEASURED_TIMINGS } from '../../src/sim/model-world.ts';
+import { MEASURED_TIMINGS } from '../../src/sim/model-timings.ts';
 import { Simulation } from '../../src/sim/simulate.ts';
 
 /**

@@ -10,7 +10,8 @@ import type { Clock } from '../../src/ports/clock.ts';
 import { leaseIsFree, type StateStore } from '../../src/ports/state-store.ts';
 import { LeaseKeeper, leaseCallBoundMs } from '../../src/lease/lease-keeper.ts';
 import { ModelEtcdAdmin, ModelProvider } from '../../src/sim/model-adapters.ts';
-import { MEASURED_TIMINGS, ModelWorld } from '../../src/sim/model-world.ts';
+import { MEASURED_TIMINGS } from '../../src/sim/model-timings.ts';
+import { ModelWorld } from '../../src/sim/model-world.ts';
 import { seededRandom } from '../../src/sim/random.ts';
 import { VirtualClock } from '../../src/sim/virtual-clock.ts';
 
