@@ -1,3 +1,5 @@
+import { upgradePath } from './version-path.ts';
+
 /**
  * etcd supports upgrading one minor version at a time and no downgrade to an older minor (3.4 and 3.5
  * have no downgrade path; a 3.4 member exits on data written by 3.5). A rollout that breaks either
@@ -15,7 +17,7 @@ function ruleBroken(from: string, to: string): string | undefined {
   const b = minorOf(to);
   if (a.major !== b.major) return `cannot change the major version (${from} -> ${to})`;
   if (b.minor < a.minor) return `cannot go down to an older minor version (${from} -> ${to}); etcd has no downgrade path, only patch releases of ${String(a.major)}.${String(a.minor)} may go down`;
-  if (b.minor > a.minor + 1) return `cannot skip a minor version (${from} -> ${to}); upgrade to ${String(a.major)}.${String(a.minor + 1)} first`;
+  if (b.minor > a.minor + 1) return `cannot skip a minor version (${from} -> ${to}); etcd's path is ${upgradePath(from, to).join(' -> ')}, one rollout per minor: upgrade to ${String(a.major)}.${String(a.minor + 1)} first`;
   return undefined;
 }
 

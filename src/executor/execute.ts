@@ -10,6 +10,7 @@ import { runCareAction } from './care-handlers.ts';
 
 function describeAction(action: Action): string {
   const machine = machineOf(action);
+  if (action.kind === 'CreateMachine') return `${action.kind} ${action.machine} (etcd ${action.version})`;
   return machine === undefined ? action.kind : `${action.kind} ${machine}`;
 }
 

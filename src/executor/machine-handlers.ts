@@ -13,7 +13,7 @@ async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise
     cluster: deps.cluster,
     name: action.machine,
     ordinal: action.ordinal,
-    version: cp.manifest.spec.version,
+    version: action.version,
     templateHash: machineTemplateHash(cp.manifest),
     createdAt: now,
     phase: 'Pending',

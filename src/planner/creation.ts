@@ -56,7 +56,7 @@ export function creations(step: Step): CreateMachine[] {
   // A record written before a crash, whose provider call never happened: create it again (idempotent).
   for (const m of observed.machines) {
     if (!m.infra && m.record.phase === 'Pending' && !isGone(step, m)) {
-      const retry: CreateMachine = { kind: 'CreateMachine', machine: nameOf(m), ordinal: m.record.ordinal, reason: 'ResumeCreate' };
+      const retry: CreateMachine = { kind: 'CreateMachine', machine: nameOf(m), ordinal: m.record.ordinal, version: m.record.version, reason: 'ResumeCreate' };
       if (m.record.failureDomain !== undefined) retry.failureDomain = m.record.failureDomain;
       actions.push(retry);
     }
@@ -76,7 +76,7 @@ export function creations(step: Step): CreateMachine[] {
   const reason = rollingOut ? 'RollingOut' : active.length === 0 && observed.initMachine === undefined ? 'Initialize' : 'ScaleUp';
   newOrdinals(view, domains.length).forEach((ordinal, i) => {
     const domain = domains[i];
-    const action: CreateMachine = { kind: 'CreateMachine', machine: machineName(spec.name, ordinal), ordinal, reason };
+    const action: CreateMachine = { kind: 'CreateMachine', machine: machineName(spec.name, ordinal), ordinal, version: spec.version, reason };
     if (domain !== undefined) action.failureDomain = domain;
     actions.push(action);
   });

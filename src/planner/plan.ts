@@ -82,6 +82,8 @@ export function planFromView(view: ClusterView): Decision {
     leaving: new Set(observed.machines.filter((m) => m.record.deleteRequested).map(nameOf)),
     waits: [],
   };
+  // A step of the plan, not a hold-up: status shows where the rollout goes first, and why.
+  if (view.versionHop !== undefined) step.waits.push({ code: 'UpgradeHop', message: view.versionHop });
   const machineActions: MachineAction[] = [...detectFailures(step), ...requestDeletions(step)];
   machineActions.push(...creations(step), ...teardowns(step), ...restartsWithoutQuorum(step));
   const abandon = abandonInit(view);

@@ -96,6 +96,8 @@ export interface CreateMachine {
   kind: 'CreateMachine';
   machine: string;
   ordinal: number;
+  /** The etcd version the machine runs: the spec's, or a hop on the upgrade path to it. */
+  version: string;
   failureDomain?: string;
   reason: string;
 }

@@ -3,6 +3,7 @@ import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { quorumHolds } from './health-gate.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from './types.ts';
 import { learnerLimitInForce } from '../domain/learner-limit.ts';
+import { versionStep } from '../api/version-path.ts';
 
 /** A learner counts as caught up when its applied index is this close to the leader's raft index. */
 export const CATCH_UP_MARGIN = 10;
@@ -44,6 +45,8 @@ export interface ClusterView {
    * change of the setting, the old members' limit holds until they are gone.
    */
   learnerLimit: number;
+  /** Why machines roll to `spec.version` rather than the desired version now (a hop of the upgrade path). */
+  versionHop?: string;
 }
 
 export function peerURLOf(machine: ObservedMachine): string | undefined {
@@ -73,7 +76,11 @@ export function namesNoLeader(member: ObservedMember): boolean {
   return answeringStatus(member)?.leaderId === '0';
 }
 
-export function buildView(spec: PlannerSpec, observed: Observed, now: number): ClusterView {
+export function buildView(desired: PlannerSpec, observed: Observed, now: number): ClusterView {
+  // A rollout across a minor may first pass through the older minor's newest patch (etcd's upgrade
+  // guide): until every member runs it, that patch is the version machines are rolled to.
+  const step = versionStep(observed.machines.map((m) => m.record.version), desired.version);
+  const spec: PlannerSpec = step.version === desired.version ? desired : { ...desired, version: step.version };
   const members = observed.members.ok ? observed.members.list : [];
   const byPeer = new Map<string, ObservedMachine>();
   for (const machine of observed.machines) {
@@ -125,6 +132,7 @@ export function buildView(spec: PlannerSpec, observed: Observed, now: number): C
     uncheckedMembers: observed.machines
       .filter((m) => m.record.strictReconfigCheck === false && (memberByMachine.has(m.record.name) || m.infra?.memberRunning === true))
       .map((m) => m.record.name),
+    ...(step.hop === undefined ? {} : { versionHop: step.hop }),
     learnerLimit: learnerLimitInForce(
       spec.maxLearners,
       observed.machines.filter((m) => m.infra?.memberRunning === true || memberByMachine.get(m.record.name)?.isLearner === false).map((m) => ({ version: m.record.version, maxLearners: m.record.maxLearners })),

@@ -651,7 +651,7 @@ describe('planner: rollout', () => {
     const old = healthyCluster(3);
 
     const start = decide(observed(old), s);
-    assert.deepEqual(start.machineActions, [{ kind: 'CreateMachine', machine: 't-4', ordinal: 4, reason: 'RollingOut' }]);
+    assert.deepEqual(start.machineActions, [{ kind: 'CreateMachine', machine: 't-4', ordinal: 4, version: NEW, reason: 'RollingOut' }]);
     assert.equal(start.membershipAction, undefined);
     assert.equal(conditionOf(start, 'RollingOut').status, 'True');
     assert.equal(conditionOf(start, 'UpToDate').status, 'False');
@@ -1097,8 +1097,8 @@ describe('planner: gate and reporting', () => {
     const o = observed({ machines: [machine('t-1', { phase: 'Provisioning' }), machine('t-2', { phase: 'Pending', failureDomain: 'b' })], nextOrdinal: 3 });
     const d = decide(o);
     assert.deepEqual(d.machineActions, [
-      { kind: 'CreateMachine', machine: 't-2', ordinal: 2, reason: 'ResumeCreate', failureDomain: 'b' },
-      { kind: 'CreateMachine', machine: 't-3', ordinal: 3, reason: 'ScaleUp' },
+      { kind: 'CreateMachine', machine: 't-2', ordinal: 2, version: spec().version, reason: 'ResumeCreate', failureDomain: 'b' },
+      { kind: 'CreateMachine', machine: 't-3', ordinal: 3, version: spec().version, reason: 'ScaleUp' },
     ]);
   });
 

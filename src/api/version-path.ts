@@ -1,0 +1,63 @@
+import { compareVersions } from './versions.ts';
+
+/**
+ * The newest patch of each minor that `scripts/install-etcd.sh` provides: where a cluster goes first
+ * when the upgrade guide asks for a newer patch before the next minor.
+ */
+export const NEWEST_PATCH: Readonly<Record<string, string>> = { '3.4': '3.4.23', '3.5': '3.5.36', '3.6': '3.6.17', '3.7': '3.7.4' };
+
+/**
+ * The lowest patch a minor's members must run before the next minor (etcd's upgrade guides):
+ * 3.5.1 to 3.5.19 did not persist learner promotions, and such a cluster fails its 3.6 upgrade with
+ * "too many learner members" ("Upgrade etcd from v3.5 to v3.6": 3.5.20 or later first).
+ */
+const MINIMUM_BEFORE_NEXT_MINOR: Readonly<Record<string, string>> = { '3.5': '3.5.20' };
+
+export function minorOf(version: string): string {
+  return version.split('.').slice(0, 2).join('.');
+}
+
+function nextMinor(minor: string): string {
+  const [major = '3', m = '0'] = minor.split('.');
+  return `${major}.${String(Number(m) + 1)}`;
+}
+
+export interface VersionStep {
+  /** What new machines get now. */
+  version: string;
+  /** Set when `version` is a hop on the way to the target, with why. */
+  hop?: string;
+}
+
+/**
+ * The version a rollout to `target` rolls to next, given what the members run: the target, unless a
+ * member of the minor below runs a patch the guide says must be left first; then that minor's newest
+ * patch, and the target once every member of it runs at least the required patch.
+ */
+export function versionStep(running: readonly string[], target: string): VersionStep {
+  const below = [...new Set(running.map(minorOf))].find((minor) => nextMinor(minor) === minorOf(target));
+  if (below === undefined) return { version: target };
+  const minimum = MINIMUM_BEFORE_NEXT_MINOR[below];
+  const hopTo = NEWEST_PATCH[below];
+  if (minimum === undefined || hopTo === undefined) return { version: target };
+  const lagging = running.filter((v) => minorOf(v) === below && compareVersions(v, minimum) < 0);
+  if (lagging.length === 0) return { version: target };
+  return {
+    version: hopTo,
+    hop: `rolling to ${hopTo} first: etcd's upgrade guide asks every ${below} member to run ${minimum} or later before ${minorOf(target)} (older ${below} patches did not persist learner promotions); then on to ${target}`,
+  };
+}
+
+/** The rollouts a change of version takes, one per minor, each minor's newest patch on the way. */
+export function upgradePath(from: string, to: string): string[] {
+  const path = [from];
+  let minor = minorOf(from);
+  while (compareVersions(minor, minorOf(to)) < 0) {
+    const next = nextMinor(minor);
+    const hop = versionStep([path.at(-1) ?? from], NEWEST_PATCH[next] ?? to).hop === undefined ? undefined : NEWEST_PATCH[minor];
+    if (hop !== undefined && hop !== path.at(-1)) path.push(hop);
+    path.push(next === minorOf(to) ? to : (NEWEST_PATCH[next] ?? `${next}.x`));
+    minor = next;
+  }
+  return path;
+}
