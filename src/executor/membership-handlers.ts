@@ -3,6 +3,7 @@ import type { AddLearner, MembershipAction, MoveLeader, Observed, PromoteLearner
 import { peerURLOf } from '../planner/view.ts';
 import { EtcdAdminError } from '../ports/etcd-admin.ts';
 import { controlPlane, type ExecutorDeps, initialClusterFor, launchFor, machineRecord, startMemberAs, voterEndpoints } from './executor-deps.ts';
+import { quorumHolds } from '../planner/health-gate.ts';
 
 // Membership actions: at most one per pass per cluster, never retried blindly.
 
@@ -107,7 +108,8 @@ async function confirmRemainingQuorum(deps: ExecutorDeps, observed: Observed, vi
   const remaining = observed.members.ok ? observed.members.list.filter((m) => !m.isLearner && m.id !== victim).length : endpoints.length;
   const answers = await Promise.allSettled(endpoints.map((endpoint) => deps.etcd.status(endpoint)));
   const healthy = answers.filter((a) => a.status === 'fulfilled' && a.value.leaderId !== '0' && a.value.leaderId !== '').length;
-  if (healthy < quorum(remaining)) {
+  // The planner's gate again, on answers taken right now: the last-moment re-check of the same rule.
+  if (!quorumHolds(remaining, healthy)) {
     throw new EtcdAdminError('UnhealthyCluster', `removal held: ${String(healthy)} of the ${String(remaining)} remaining voters answer with a leader right now, quorum is ${String(quorum(remaining))}`);
   }
 }

@@ -1,4 +1,4 @@
-import { quorum } from '../domain/quorum.ts';
+import { keepsQuorum, quorum } from '../domain/quorum.ts';
 
 /**
  * The health and quorum gate: whether the cluster holds quorum, and whether one voter may be taken
@@ -16,9 +16,13 @@ export interface VoterHealthReading {
   leaderId?: string;
 }
 
-/** Quorum holds among `voters` while `healthy` of them, less `stopping` healthy ones taken down, make a majority. */
+/**
+ * Quorum holds among `voters` while `healthy` of them, less `stopping` healthy ones taken down, make a
+ * majority: the projection every membership change is judged by (keepsQuorum), with no voter added
+ * or removed.
+ */
 export function quorumHolds(voters: number, healthy: number, stopping = 0): boolean {
-  return voters > 0 && healthy - stopping >= quorum(voters);
+  return keepsQuorum(voters, healthy, 0, -stopping);
 }
 
 /**
