@@ -4,7 +4,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { describe, test } from 'node:test';
-import type { CertificateInfo } from '../../src/adapters/pki/local-pki.ts';
+import type { CertificateInfo } from '../../src/ports/care.ts';
 import type { MaintainReport } from '../../src/care/maintain.ts';
 import { ContinuousWriter } from '../chaos/writer.ts';
 import { cliEnvFactory, statusOf } from '../support/cli.ts';

@@ -7,6 +7,7 @@ import { chmod, mkdir, readFile, rm } from 'node:fs/promises';
 import { webcrypto } from 'node:crypto';
 import { join } from 'node:path';
 import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
+import type { CertificateInfo } from '../../ports/care.ts';
 import type { CaRotationPhase } from '../../ports/machine-provider.ts';
 import { withLock, writeFileAtomic } from '../state-files.ts';
 
@@ -66,14 +67,6 @@ export async function renewClientCertificate(pkiDir: string, validityMs?: number
   await ensureLeaf(ca, client.certFile, client.keyFile, { ...CLIENT_LEAF, validityMs }, true);
 }
 
-/** What `certs` shows of one certificate file. */
-export interface CertificateInfo {
-  file: string;
-  subject: string;
-  issuer: string;
-  notBefore: string;
-  notAfter: string;
-}
 
 export async function describeCertificate(file: string): Promise<CertificateInfo> {
   const cert = new x509.X509Certificate(await readFile(file, 'utf8'));
