@@ -61,3 +61,51 @@ export function upgradePath(from: string, to: string): string[] {
   }
   return path;
 }
+
+/**
+ * The lowest minor etcd can be downgraded from by its own protocol (`etcdctl downgrade validate` /
+ * `enable`, then each member restarted in place on the lower binary): 3.6 and later, one minor down.
+ */
+const DOWNGRADE_PROTOCOL_FROM = '3.6';
+
+export interface Downgrade {
+  /** The minor the members run now. */
+  from: string;
+  /** The minor they go down to. */
+  to: string;
+}
+
+/**
+ * A change from `from` to `to` down one minor that etcd's downgrade protocol covers (3.7 -> 3.6,
+ * 3.6 -> 3.5); undefined for any other change, including a downgrade etcd has no protocol for.
+ */
+export function protocolDowngrade(from: string, to: string): Downgrade | undefined {
+  const fromMinor = minorOf(from);
+  const toMinor = minorOf(to);
+  if (nextMinor(toMinor) !== fromMinor || compareVersions(fromMinor, DOWNGRADE_PROTOCOL_FROM) < 0) return undefined;
+  return { from: fromMinor, to: toMinor };
+}
+
+export interface PendingDowngrade extends Downgrade {
+  /** The highest version a machine runs: what a machine created meanwhile gets (a lower one cannot join). */
+  running: string;
+  /** The spec's version, which each member is restarted on. */
+  target: string;
+}
+
+/**
+ * The downgrade a cluster is in while its spec names a lower minor than some machines run: the highest
+ * minor on record down to the spec's, when etcd's protocol covers it (the CLI refuses the rest).
+ */
+export function pendingDowngrade(running: readonly string[], target: string): PendingDowngrade | undefined {
+  const above = running.filter((v) => compareVersions(minorOf(v), minorOf(target)) > 0);
+  if (above.length === 0) return undefined;
+  const highest = above.reduce((a, b) => (compareVersions(a, b) >= 0 ? a : b));
+  const downgrade = protocolDowngrade(highest, target);
+  return downgrade && { ...downgrade, running: highest, target };
+}
+
+/** A machine a downgrade keeps (its member is restarted in place, or already was): it runs one of the two minors. */
+export function keptByDowngrade(downgrade: Downgrade, version: string): boolean {
+  return minorOf(version) === downgrade.from || minorOf(version) === downgrade.to;
+}

@@ -8,6 +8,7 @@ import type { Observed } from '../planner/types.ts';
 import type { CarePort, CertificateInfo, LeaseGuard, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
+import type { EtcdDowngrade } from '../ports/etcd-downgrade.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { Logger } from '../ports/logger.ts';
 import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
@@ -15,6 +16,7 @@ import type { StateStore } from '../ports/state-store.ts';
 import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/backup-files.ts';
 import { takeBackup } from './backup/take-backup.ts';
 import { renewCertificates, rotateCertificateAuthority } from './certificates.ts';
+import { downgradeCluster } from './downgrade.ts';
 import { maintain, type MaintainReport } from './maintain.ts';
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
@@ -48,6 +50,8 @@ export interface CareDeps {
   describeCertificate: (file: string) => Promise<CertificateInfo>;
   /** How a machine's member starts again on its data dir (the flags the executor starts it with). */
   relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
+  /** etcd's downgrade protocol (etcdctl of the members' version), built when a downgrade runs. */
+  downgrade: () => Promise<EtcdDowngrade>;
   /** The cluster as one reconcile pass observes it, through `admin`. */
   observe: (admin: EtcdAdmin) => Promise<Observed>;
   /** A member's committed index read offline from its data dir, where this host has the data dirs. */
@@ -187,6 +191,18 @@ export class CareService implements CarePort {
       onNote: this.noter(onNote),
     };
     return rotateCa ? rotateCertificateAuthority(deps) : renewCertificates(deps);
+  }
+
+  async downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
+    const cp = await this.deps.store.getControlPlane(this.cluster);
+    if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
+    const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
+    return this.deps.withClients(({ admin }) =>
+      downgradeCluster(
+        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, launchFor: (machine) => this.deps.relaunch(cp, machine), recordVersion, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
+        version,
+      ),
+    );
   }
 
   async maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]> {

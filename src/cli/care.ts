@@ -48,6 +48,11 @@ export function careFor(host: CareHost, manifest: ControlPlane): CareService {
       sha256: async (file) => (await import('../adapters/state-files.ts')).sha256OfFile(file),
       writeAtomic: async (path, data, mode) => (await import('../adapters/state-files.ts')).writeFileAtomic(path, data, mode),
     },
+    async downgrade() {
+      const [{ EtcdctlDowngrade }, { etcdBinaryFinder }] = await Promise.all([import('../adapters/etcd/etcd-downgrade.ts'), import('../adapters/etcd/etcd-binaries.ts')]);
+      const tls = provider.clientTls(cluster);
+      return new EtcdctlDowngrade({ findBinary: etcdBinaryFinder(manifest.spec.etcd.binaries), ...(tls === undefined ? {} : { tls }) });
+    },
     describeCertificate: async (file) => (await import('../adapters/pki/local-pki.ts')).describeCertificate(file),
     // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
     relaunch: async (cp, machine) => (await import('../executor/executor-deps.ts')).launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),

@@ -1,6 +1,8 @@
 import type { CareAction } from '../planner/types.ts';
 import type { CarePort } from '../ports/care.ts';
-import { endsTheRun, type ExecutorDeps } from './executor-deps.ts';
+import { launchedLearnerLimit } from '../domain/learner-limit.ts';
+import { machineTemplateHash } from '../planner/spec.ts';
+import { controlPlane, endsTheRun, type ExecutorDeps } from './executor-deps.ts';
 
 // Care actions: day-2 jobs through the CarePort, each dated on the record it belongs to.
 
@@ -38,6 +40,14 @@ export async function runCareAction(deps: ExecutorDeps, action: CareAction): Pro
       return `renewed ${(await carePort(deps).renewCertificates(deps.writer)).join(', ')}`;
     case 'RecoverNoSpace':
       return (await carePort(deps).recoverNoSpace(deps.writer)).join('; ');
+    case 'DowngradeCluster': {
+      // Each machine is recorded (fenced) as its member will run before it starts: the version, and the
+      // spec's template, whose flags the restart applies.
+      const { manifest } = await controlPlane(deps);
+      const template = { templateHash: machineTemplateHash(manifest), maxLearners: launchedLearnerLimit(action.version, manifest.spec.etcd.maxLearners) };
+      const record = (machine: string, version: string): Promise<void> => deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { version, ...template } });
+      return (await carePort(deps).downgrade(deps.writer, action.version, record)).join('; ');
+    }
     case 'RunMaintenance': {
       const options = { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold };
       return runScheduled(deps, 'lastMaintenance', async () => (await carePort(deps).maintain(deps.writer, options)).join('; '));

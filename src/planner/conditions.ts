@@ -37,7 +37,8 @@ export function conditionsFor(
     return member !== undefined && view.isHealthyVoter(member);
   }).length;
   const machinesReady = ready === spec.replicas && machines.length === spec.replicas;
-  const outdated = machines.filter(view.isOutdated).length;
+  // Members a downgrade restarts in place are not replaced, yet not at the spec's version either.
+  const outdated = machines.filter((m) => view.isOutdated(m) || (view.downgrade !== undefined && m.record.version !== view.downgrade.target)).length;
   const voterCount = view.voters.length;
   const growing = view.active.length < spec.replicas || voterCount < spec.replicas || view.learners.length > 0;
   const shrinking = outdated === 0 && (voterCount > spec.replicas || machines.length > spec.replicas) && sets.leaving.size > 0;
@@ -51,7 +52,7 @@ export function conditionsFor(
     ),
     condition('EtcdClusterHealthy', etcdHealthy, etcdHealthy ? 'Healthy' : 'NotHealthy', etcdMessage),
     condition('MachinesReady', machinesReady, machinesReady ? 'Ready' : 'NotReady', `${String(ready)}/${String(spec.replicas)} machines are healthy voters`),
-    condition('UpToDate', outdated === 0, outdated === 0 ? 'UpToDate' : 'NotUpToDate', `${String(outdated)} machines not at version ${spec.version}`),
+    condition('UpToDate', outdated === 0, outdated === 0 ? 'UpToDate' : 'NotUpToDate', `${String(outdated)} machines not at version ${view.downgrade?.target ?? spec.version}`),
     progressing('ScalingUp', growing && outdated === 0 && !sets.converged, 'ScalingUp', scaleWaits),
     progressing('ScalingDown', shrinking, 'ScalingDown', scaleWaits),
     progressing('RollingOut', outdated > 0, 'RollingOut', scaleWaits),

@@ -1,5 +1,6 @@
 import { quorum } from '../domain/quorum.ts';
 import { planCare } from './care.ts';
+import { planDowngrade } from './downgrade.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
 import { abandonInit } from './init-retry.ts';
@@ -91,10 +92,15 @@ export function planFromView(view: ClusterView): Decision {
   const membershipAction = membership(step);
   explainRefusal(step, membershipAction);
   const actionCount = machineActions.length + (membershipAction ? 1 : 0);
-  const converged = isConverged(step, actionCount);
+  const settled = isConverged(step, actionCount);
+  // A pending downgrade restarts every member: it runs once all else has settled, and until it is
+  // done the cluster has not converged.
+  const downgrade = planDowngrade(view, settled);
+  const converged = settled && view.downgrade === undefined;
   // Care changes no membership and takes no machine: it does not count against convergence.
   const care = planCare(view, { converged, membershipBusy: membershipAction !== undefined });
-  step.waits.push(...care.waits);
+  care.actions.push(...downgrade.actions);
+  step.waits.push(...downgrade.waits, ...care.waits);
   const phases: Record<string, ReturnType<typeof phaseOf>> = {};
   for (const m of observed.machines) phases[nameOf(m)] = step.failed.has(nameOf(m)) ? 'Failed' : phaseOf(view, m);
   const decision: Decision = {

@@ -203,10 +203,19 @@ export interface RecoverNoSpace {
   reason: string;
 }
 /**
+ * etcd's downgrade protocol to `version`'s minor: validate, enable, every member restarted in place on
+ * `version` one at a time (leader last), then the cluster version read back; cancelled if it fails midway.
+ */
+export interface DowngradeCluster {
+  kind: 'DowngradeCluster';
+  version: string;
+  reason: string;
+}
+/**
  * Day-2 care the planner asks for from what it observed. It changes no membership and takes no
  * machine; the executor runs it beside the other actions of the decision.
  */
-export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace | RunMaintenance;
+export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace | RunMaintenance | DowngradeCluster;
 
 export type Action = MachineAction | MembershipAction | CareAction;
 

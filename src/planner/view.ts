@@ -3,7 +3,7 @@ import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { quorumHolds } from './health-gate.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from './types.ts';
 import { learnerLimitInForce } from '../domain/learner-limit.ts';
-import { versionStep } from '../api/version-path.ts';
+import { keptByDowngrade, minorOf, pendingDowngrade, versionStep, type PendingDowngrade, type VersionStep } from '../api/version-path.ts';
 
 /** A learner counts as caught up when its applied index is this close to the leader's raft index. */
 export const CATCH_UP_MARGIN = 10;
@@ -47,6 +47,11 @@ export interface ClusterView {
   learnerLimit: number;
   /** Why machines roll to `spec.version` rather than the desired version now (a hop of the upgrade path). */
   versionHop?: string;
+  /**
+   * A downgrade by etcd's protocol while members run a higher minor than the spec: they are restarted
+   * in place (a lower-version member cannot join), so no machine is replaced for it.
+   */
+  downgrade?: PendingDowngrade;
 }
 
 export function peerURLOf(machine: ObservedMachine): string | undefined {
@@ -79,8 +84,13 @@ export function namesNoLeader(member: ObservedMember): boolean {
 export function buildView(desired: PlannerSpec, observed: Observed, now: number): ClusterView {
   // A rollout across a minor may first pass through the older minor's newest patch (etcd's upgrade
   // guide): until every member runs it, that patch is the version machines are rolled to.
-  const step = versionStep(observed.machines.map((m) => m.record.version), desired.version);
+  const running = observed.machines.map((m) => m.record.version);
+  const downgrade = pendingDowngrade(running, desired.version);
+  const step: VersionStep = downgrade ? { version: downgrade.running } : versionStep(running, desired.version);
   const spec: PlannerSpec = step.version === desired.version ? desired : { ...desired, version: step.version };
+  // A member the downgrade restarts in place starts with the spec's template (flags) as well: its other
+  // differences (the learner limit that follows the minor) are no reason to replace it first.
+  const restartsInPlace = (machine: ObservedMachine): boolean => downgrade !== undefined && minorOf(machine.record.version) === downgrade.from;
   const members = observed.members.ok ? observed.members.list : [];
   const byPeer = new Map<string, ObservedMachine>();
   for (const machine of observed.machines) {
@@ -127,12 +137,13 @@ export function buildView(desired: PlannerSpec, observed: Observed, now: number)
     memberOf: (machine) => memberByMachine.get(machine.record.name),
     machineOf,
     active: observed.machines.filter((m) => !m.record.failed && !m.record.deleteRequested),
-    isOutdated: (machine) => machine.record.version !== spec.version || machine.record.templateHash !== spec.templateHash,
+    isOutdated: (machine) => (downgrade ? !keptByDowngrade(downgrade, machine.record.version) : machine.record.version !== spec.version) || (machine.record.templateHash !== spec.templateHash && !restartsInPlace(machine)),
     isHealthyVoter,
     uncheckedMembers: observed.machines
       .filter((m) => m.record.strictReconfigCheck === false && (memberByMachine.has(m.record.name) || m.infra?.memberRunning === true))
       .map((m) => m.record.name),
     ...(step.hop === undefined ? {} : { versionHop: step.hop }),
+    ...(downgrade === undefined ? {} : { downgrade }),
     learnerLimit: learnerLimitInForce(
       spec.maxLearners,
       observed.machines.filter((m) => m.infra?.memberRunning === true || memberByMachine.get(m.record.name)?.isLearner === false).map((m) => ({ version: m.record.version, maxLearners: m.record.maxLearners })),

@@ -75,4 +75,9 @@ export interface CarePort {
   recoverNoSpace(lease: LeaseGuard): Promise<string[]>;
   /** Compacts to the retained window and defragments members above the threshold (leader last); returns the reasons. */
   maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]>;
+  /**
+   * Downgrades the cluster one minor by etcd's protocol, each member restarted in place on `version`;
+   * `recordVersion` records a machine's new version before its member starts on it. Returns what it did.
+   */
+  downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
 }

@@ -49,7 +49,7 @@ function assertNoMembershipInMachineActions(d: Decision): void {
   for (const a of d.machineActions) assert.ok(!MEMBERSHIP_KINDS.has(a.kind), `membership action ${a.kind} among machine actions`);
 }
 
-const NEW = '3.5.16';
+const NEW = '3.7.4';
 
 // ---------------------------------------------------------------- scale up
 

@@ -26,21 +26,29 @@ describe('version changes (spec.version against the stored spec)', () => {
       ['3.5.16', '3.5.0'],
       ['3.4.23', '3.5.16'],
       ['3.5.16', '3.6.0'],
+      // Down one minor by etcd's downgrade protocol, which exists from 3.6 on.
+      ['3.6.17', '3.5.36'],
+      ['3.7.4', '3.6.17'],
     ] as const) {
       assert.equal(validateVersionChange(from, to), undefined, `${from} -> ${to}`);
     }
   });
 
-  test('refuses an older minor, naming spec.version and the rule', () => {
+  test('refuses an older minor etcd has no downgrade protocol for, naming spec.version and the rule', () => {
     for (const [from, to] of [
       ['3.5.16', '3.4.23'],
-      ['3.6.0', '3.5.16'],
       ['3.6.0', '3.4.23'],
+      ['3.7.4', '3.4.23'],
     ] as const) {
       const message = refusal(from, to);
       assert.match(message, /older minor/);
       assert.ok(message.includes(`${from} -> ${to}`), message);
     }
+  });
+
+  test('refuses a downgrade that skips a minor, naming the path etcd supports', () => {
+    const message = refusal('3.7.4', '3.5.36');
+    assert.equal(message, "spec.version: cannot skip a minor version going down (3.7.4 -> 3.5.36); etcd's downgrade path is 3.7.4 -> 3.6.17 -> 3.5.36, one downgrade per minor: downgrade to 3.6 first");
   });
 
   test('refuses skipping a minor and says which one comes first', () => {

@@ -1,0 +1,109 @@
+import { minorOf } from '../api/version-path.ts';
+import { compareVersions } from '../api/versions.ts';
+import type { MachineRecord } from '../domain/machine.ts';
+import type { LeaseGuard } from '../ports/care.ts';
+import type { Clock } from '../ports/clock.ts';
+import type { EtcdAdmin } from '../ports/etcd-admin.ts';
+import type { EtcdDowngrade, MemberVersions } from '../ports/etcd-downgrade.ts';
+import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import { BlockedError } from './blocked-error.ts';
+import { healthyVoters, oneVoterAtATime, type VoterHealth } from './rolling.ts';
+
+export interface DowngradeDeps {
+  cluster: string;
+  admin: EtcdAdmin;
+  downgrade: EtcdDowngrade;
+  provider: Pick<MachineProvider, 'stopMember' | 'startMember'>;
+  machines: readonly MachineRecord[];
+  /** How the machine's member starts again on its data dir, at the machine's (new) version. */
+  launchFor: (machine: MachineRecord) => Promise<MemberLaunch>;
+  /** Records the version a machine's member runs, before it is started on it. */
+  recordVersion: (machine: string, version: string) => Promise<void>;
+  lease: LeaseGuard;
+  clock: Clock;
+  healthTimeoutMs: number;
+  onNote: (text: string) => void;
+}
+
+const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+async function versionsOf(deps: DowngradeDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
+  return Promise.all(voters.map((v) => deps.downgrade.versions(v.endpoint)));
+}
+
+/** Polls until `done` holds for every voter's versions; BlockedError naming `what` after the health timeout. */
+async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], what: string, done: (v: MemberVersions) => boolean): Promise<void> {
+  const deadline = deps.clock.now() + deps.healthTimeoutMs;
+  for (;;) {
+    const seen = await versionsOf(deps, voters);
+    if (seen.every(done)) return;
+    if (deps.clock.now() >= deadline) throw new BlockedError(`${what} did not happen within ${String(deps.healthTimeoutMs)} ms: ${seen.map((v) => `server ${v.server}, cluster ${v.cluster}, storage ${v.storage ?? '-'}`).join('; ')}`);
+    await deps.clock.sleep(500);
+  }
+}
+
+function machineOf(deps: DowngradeDeps, voter: VoterHealth): MachineRecord {
+  const machine = voter.member.peerURLs.map((url) => deps.machines.find((m) => m.peerURL === url)).find((m) => m !== undefined);
+  if (!machine) throw new BlockedError(`member ${voter.member.name || voter.member.id} has no machine on record`);
+  return machine;
+}
+
+/**
+ * etcd's downgrade protocol ("Downgrade etcd from v3.6 to v3.5", and 3.7 to 3.6 alike): `downgrade
+ * validate` and `enable` with the members' own etcdctl; the cluster version drops to the target at
+ * once and each member migrates its storage schema, which is waited for; then each member still on
+ * the higher minor is stopped and started again on its data dir with `version`, one at a time behind
+ * the health gate, leader last. Joining a new lower-version member is no way round: etcd 3.5 refuses to
+ * join a cluster being downgraded. Run again, it carries on (enable is skipped once the cluster runs
+ * at the target). When it fails midway, `downgrade cancel`, so the higher members run as before.
+ */
+export async function downgradeCluster(deps: DowngradeDeps, version: string): Promise<string[]> {
+  const target = minorOf(version);
+  const endpoints = deps.machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
+  await deps.lease.verify();
+  const { voters } = await healthyVoters(deps.admin, endpoints);
+  const higher = voters.filter((v) => compareVersions(minorOf(v.status.version), target) > 0);
+  const tools = higher.map((v) => v.status.version).sort(compareVersions).at(-1);
+  const notes: string[] = [];
+  const note = (text: string): void => {
+    notes.push(text);
+    deps.onNote(text);
+  };
+  if (tools !== undefined) {
+    const before = await versionsOf(deps, voters);
+    if (before.some((v) => minorOf(v.cluster) !== target)) {
+      await deps.downgrade.run('validate', endpoints, target, tools);
+      await deps.lease.verify();
+      await deps.downgrade.run('enable', endpoints, target, tools);
+      note(`downgrade to ${target} validated and enabled (etcdctl ${tools})`);
+    }
+    try {
+      // A member restarted on the lower binary reads the schema its data dir was left in.
+      await until(deps, voters, `cluster version ${target} with every storage schema migrated`, (v) => minorOf(v.cluster) === target && (v.storage === undefined || minorOf(v.storage) === target));
+      const ids = new Set(higher.map((v) => v.member.id));
+      await oneVoterAtATime(deps.admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), only: ids }, async (voter) => {
+        const machine = machineOf(deps, voter);
+        await deps.provider.stopMember(deps.cluster, machine.name);
+        await deps.recordVersion(machine.name, version);
+        await deps.provider.startMember(deps.cluster, machine.name, await deps.launchFor({ ...machine, version }));
+        note(`${machine.name} restarted in place on etcd ${version}`);
+      });
+    } catch (error) {
+      try {
+        await deps.downgrade.run('cancel', endpoints, target, tools);
+        note(`downgrade cancelled after: ${message(error)}`);
+      } catch (cancel) {
+        note(`downgrade cancel failed too: ${message(cancel)}`);
+      }
+      throw error;
+    }
+  }
+  // Members that were already on the target (a rerun) are only recorded.
+  for (const machine of deps.machines.filter((m) => minorOf(m.version) !== target)) {
+    const voter = voters.find((v) => v.member.peerURLs.includes(machine.peerURL ?? ''));
+    if (voter && minorOf(voter.status.version) === target) await deps.recordVersion(machine.name, version);
+  }
+  await until(deps, voters, `every member on ${target}`, (v) => minorOf(v.server) === target && minorOf(v.cluster) === target);
+  note(`cluster version ${target}: every member runs ${version}`);
+  return notes;
+}
