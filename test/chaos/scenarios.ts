@@ -2,7 +2,8 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
-import { CliEnv, pidsUnder, type CliRun } from '../support/cli.ts';
+import { CliEnv, learnerLimitOf, pidsUnder, type CliRun } from '../support/cli.ts';
+import { ClusterWatch } from '../support/cluster-watch.ts';
 import { adminFor, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
 import { ContinuousWriter, type WriterReport } from './writer.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
@@ -115,6 +116,25 @@ export class ScenarioRun {
       await admin.close();
     }
     throw new Error('no leader found');
+  }
+
+  /** Waits until etcd lists at least `count` learners at once. */
+  learnersListed(count: number, timeoutMs?: number): Promise<number> {
+    return waitFor(
+      `${String(count)} learners`,
+      async () => {
+        const admin = adminFor(this.access, { callTimeoutMs: 500 });
+        try {
+          const learners = (await admin.memberList(this.access.endpoints)).filter((m) => m.isLearner).length;
+          return learners >= count ? learners : undefined;
+        } catch {
+          return undefined;
+        } finally {
+          await admin.close();
+        }
+      },
+      timeoutMs,
+    );
   }
 
   /** Waits until etcd lists a learner (added, maybe not started yet); resolves with its peer URL. */
@@ -352,6 +372,39 @@ export const SCENARIOS: ChaosScenario[] = [
   },
   voterKilledDuringRollout('3.4.23', '3.5.16', '127.121'),
   voterKilledDuringRollout('3.6.17', '3.7.4', '127.122'),
+  // Crosses the learner limit's change: 3.5 members run 1, the 3.6 ones replacing them 8 (auto).
+  voterKilledDuringRollout('3.5.36', '3.6.17', '127.132'),
+  {
+    name: 'kill the leader while three learners catch up',
+    addressPrefix: '127.131',
+    spec: { replicas: 3, version: '3.6.17', remediation: FAST_REMEDIATION },
+    converges: true,
+    expectation: 'the dead leader is replaced, the scale-up to 7 finishes, and etcd never lists more learners than the members run',
+    async act(s) {
+      // 8 MB first, so each learner's catch-up takes long enough for several to overlap.
+      const kv = kvClientFor(s.access);
+      const value = 'p'.repeat(4096);
+      try {
+        for (let i = 0; i < 2_000; i += 100) await Promise.all(Array.from({ length: 100 }, (_, j) => kv.put(`/preload/${String(i + j)}`).value(value)));
+      } finally {
+        kv.close();
+      }
+      const watch = new ClusterWatch(s.access);
+      watch.start();
+      try {
+        const scale = s.background(['scale', s.cluster, '--replicas', '7']);
+        const leader = await s.leader();
+        await s.learnersListed(3);
+        s.kill(leader);
+        const run = await scale.done;
+        const limit = learnerLimitOf(s.env.machines(s.cluster));
+        const most = Math.max(...watch.samples.map((x) => x.learners));
+        return { run, expectationMet: !s.machineNames().includes(leader) && most >= 3 && most <= limit };
+      } finally {
+        await watch.stop();
+      }
+    },
+  },
 ];
 
 /**
