@@ -33,6 +33,8 @@ const FROM = '3.5.16';
 const TO = '3.5.30';
 const SEED = '/seed/';
 const WRITER = '/writer/';
+// Every step takes under 30 s here; a row that hangs fails at this bound and the next row goes on.
+const STEP_TIMEOUT = '90s';
 const lab = new NetLab(LAB);
 let info: LabInfo | undefined;
 let mgmt: SingleEtcd | undefined;
@@ -137,7 +139,7 @@ async function runRow(index: number, row: Combination): Promise<void> {
       await waitFor('the controller /healthz', async () => ((await httpGet(`http://${metrics}/healthz`))?.status === 200 ? true : undefined), 30_000);
     }
     const manifest = env.writeManifest(name, specOf(row));
-    let doc = statusOf((await step('up', () => ok('up', ['up', '-f', manifest, '--timeout', '120s', '-o', 'json']))).stdout);
+    let doc = statusOf((await step('up', () => ok('up', ['up', '-f', manifest, '--timeout', STEP_TIMEOUT, '-o', 'json']))).stdout);
     assert.equal(doc.status.voters, 3);
     let access: ClusterAccess = doc.status;
     const tls = doc.status.tls === undefined ? {} : { tls: doc.status.tls };
@@ -160,11 +162,11 @@ async function runRow(index: number, row: Combination): Promise<void> {
     await step('repair', async () => {
       const repaired = (d: typeof doc): boolean => d.status.phase === 'Ready' && d.status.voters === 3 && d.status.learners === 0 && !d.status.machines.some((m) => m.name === victim.name);
       if (row.driver === 'cli') {
-        doc = statusOf((await ok('up (repair)', ['up', '-f', manifest, '--timeout', '120s', '-o', 'json'])).stdout);
+        doc = statusOf((await ok('up (repair)', ['up', '-f', manifest, '--timeout', STEP_TIMEOUT, '-o', 'json'])).stdout);
         assert.ok(repaired(doc), `up repaired ${name}: ${JSON.stringify(doc.status.machines.map((m) => [m.name, m.phase]))}`);
       } else {
         // The controller alone: the CLI only reads status until the cluster is back to 3 voters.
-        const deadline = Date.now() + 120_000;
+        const deadline = Date.now() + 90_000;
         for (;;) {
           const run = await cli(['status', name, '-o', 'json']);
           const d = run.code === 0 ? statusOf(run.stdout) : undefined;
@@ -174,7 +176,7 @@ async function runRow(index: number, row: Combination): Promise<void> {
           }
           if (Date.now() > deadline) {
             const last = d === undefined ? run.stderr : JSON.stringify({ phase: d.status.phase, machines: d.status.machines.map((m) => [m.name, m.phase]), waits: d.status.waits });
-            assert.fail(`the controller did not replace ${victim.name} within 120 s; last status: ${last}`);
+            assert.fail(`the controller did not replace ${victim.name} within 90 s; last status: ${last}`);
           }
           await sleep(1_000);
         }
@@ -193,18 +195,18 @@ async function runRow(index: number, row: Combination): Promise<void> {
     // `restore --replace` deletes the cluster's records, its events with them: keep them first.
     const eventLog = await events();
     const restoreStartedAt = Date.now();
-    doc = statusOf((await step('restore', () => ok('restore --replace', ['restore', name, '--from', backup.file, '--replace', '--timeout', '150s', '-o', 'json']))).stdout);
+    doc = statusOf((await step('restore', () => ok('restore --replace', ['restore', name, '--from', backup.file, '--replace', '--timeout', STEP_TIMEOUT, '-o', 'json']))).stdout);
     const restoreEndedAt = Date.now();
     assert.equal(doc.status.voters, 3);
     assert.equal(doc.spec.etcd.reconfigurationCheck, row.check, 'the restored cluster keeps its spec');
     access = doc.status;
     assert.deepEqual(await readPrefix(access, SEED), seeds(0, 200), 'exactly the 200 keys of the backup');
 
-    doc = statusOf((await step('scale 5', () => ok('scale 5', ['scale', name, '--replicas', '5', '--timeout', '120s', '-o', 'json']))).stdout);
+    doc = statusOf((await step('scale 5', () => ok('scale 5', ['scale', name, '--replicas', '5', '--timeout', STEP_TIMEOUT, '-o', 'json']))).stdout);
     assert.equal(doc.status.voters, 5);
-    doc = statusOf((await step('scale 3', () => ok('scale 3', ['scale', name, '--replicas', '3', '--timeout', '120s', '-o', 'json']))).stdout);
+    doc = statusOf((await step('scale 3', () => ok('scale 3', ['scale', name, '--replicas', '3', '--timeout', STEP_TIMEOUT, '-o', 'json']))).stdout);
     assert.equal(doc.status.voters, 3);
-    doc = statusOf((await step('rollout', () => ok('rollout', ['rollout', name, '--version', TO, '--timeout', '180s', '-o', 'json']))).stdout);
+    doc = statusOf((await step('rollout', () => ok('rollout', ['rollout', name, '--version', TO, '--timeout', STEP_TIMEOUT, '-o', 'json']))).stdout);
     access = doc.status;
     const etcdSays = await askEtcd(access);
     assert.deepEqual(etcdSays.members.map((m) => m.isLearner), [false, false, false]);
