@@ -66,7 +66,7 @@ export function upgradePath(from: string, to: string): string[] {
  * The lowest minor etcd can be downgraded from by its own protocol (`etcdctl downgrade validate` /
  * `enable`, then each member restarted in place on the lower binary): 3.6 and later, one minor down.
  */
-const DOWNGRADE_PROTOCOL_FROM = '3.6';
+export const DOWNGRADE_PROTOCOL_FROM = '3.6';
 
 export interface Downgrade {
   /** The minor the members run now. */

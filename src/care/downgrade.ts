@@ -1,4 +1,4 @@
-import { minorOf } from '../api/version-path.ts';
+import { DOWNGRADE_PROTOCOL_FROM, minorOf } from '../api/version-path.ts';
 import { compareVersions } from '../api/versions.ts';
 import type { MachineRecord } from '../domain/machine.ts';
 import type { LeaseGuard } from '../ports/care.ts';
@@ -105,5 +105,15 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
   }
   await until(deps, voters, `every member on ${target}`, (v) => minorOf(v.server) === target && minorOf(v.cluster) === target);
   note(`cluster version ${target}: every member runs ${version}`);
+  if (tools !== undefined && compareVersions(target, DOWNGRADE_PROTOCOL_FROM) >= 0) {
+    // A 3.6+ leader ends the job itself once every member runs the target, on its next version check
+    // (every few seconds); until then it refuses another downgrade ("cluster has a downgrade job in
+    // progress"). Ending it here lets the next change start at once. The downgrade is done either way.
+    try {
+      await deps.downgrade.run('cancel', endpoints, target, version);
+    } catch (error) {
+      if (!/no inflight downgrade job/.test(message(error))) note(`the finished downgrade job was left to the leader to end: ${message(error)}`);
+    }
+  }
   return notes;
 }

@@ -11,8 +11,8 @@ export interface MemberVersions {
 export type DowngradeStep = 'validate' | 'enable' | 'cancel';
 
 /**
- * etcd's downgrade protocol. The etcd3 client has no Downgrade call, so the adapter runs etcdctl of
- * the version the members run now (etcdctl 3.5 has no `downgrade` command).
+ * etcd's downgrade protocol, as its guides run it: etcdctl of the version the members run now (etcdctl
+ * 3.5 has no `downgrade` command), so each step is the one etcd documents for that version.
  */
 export interface EtcdDowngrade {
   /** `etcdctl downgrade validate|enable <targetMinor>` or `downgrade cancel`, with `toolVersion`'s etcdctl; returns what it printed. */
