@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
@@ -66,7 +66,7 @@ export class CliContext {
   /** This process as its kernel knows it, for the lease records it writes. */
   readonly identity = ownIdentity();
   /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
-  private readonly admins = new Map<string, Etcd3Admin>();
+  private readonly admins = new Map<string, { admin: Etcd3Admin; trust: string }>();
   private readonly providers = new Map<string, MachineProvider>();
 
   /** `openStore`: opens the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
@@ -118,15 +118,21 @@ export class CliContext {
    */
   async etcd(manifest: ControlPlane): Promise<Etcd3Admin> {
     const name = manifest.metadata.name;
-    const known = this.admins.get(name);
-    if (known) return known;
-    const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
     const tls = await this.provider(manifest).loadClientTls(name);
-    // Another call may have created it while the module loaded.
+    // A cluster deleted and made again under its name (`restore --replace`) has a new CA on the same
+    // addresses: connections made with the old one would never verify again, so they go with it.
+    const trust = tls === undefined ? '' : `${readFileSync(tls.caFile, 'utf8')}${readFileSync(tls.certFile, 'utf8')}`;
+    const known = this.admins.get(name);
+    if (known?.trust === trust) return known.admin;
+    const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
+    // Another call may have made it while the module loaded.
+    const current = this.admins.get(name);
+    if (current?.trust === trust) return current.admin;
+    if (current) await current.admin.close();
     // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
     const callTimeoutMs = leaseCallBoundMs(this.leaseTtlMs);
-    const admin = this.admins.get(name) ?? new Etcd3Admin(tls === undefined ? { callTimeoutMs } : { callTimeoutMs, credentials: () => readTlsCredentials(tls) });
-    this.admins.set(name, admin);
+    const admin = new Etcd3Admin(tls === undefined ? { callTimeoutMs } : { callTimeoutMs, credentials: () => readTlsCredentials(tls) });
+    this.admins.set(name, { admin, trust });
     return admin;
   }
 
@@ -153,7 +159,7 @@ export class CliContext {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.admins.values()].map((admin) => admin.close()));
+    await Promise.all([...this.admins.values()].map(({ admin }) => admin.close()));
     await Promise.all([...this.providers.values()].map((provider) => provider.close()));
     await this.store.close();
     this.logger?.flush();
