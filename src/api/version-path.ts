@@ -9,9 +9,11 @@ export const NEWEST_PATCH: Readonly<Record<string, string>> = { '3.4': '3.4.23',
 /**
  * The lowest patch a minor's members must run before the next minor (etcd's upgrade guides):
  * 3.5.1 to 3.5.19 did not persist learner promotions, and such a cluster fails its 3.6 upgrade with
- * "too many learner members" ("Upgrade etcd from v3.5 to v3.6": 3.5.20 or later first).
+ * "too many learner members" ("Upgrade etcd from v3.5 to v3.6": 3.5.20 or later first). A rolling
+ * replacement, fastplane's way, can carry the wrong membership on in a snapshot to 3.5.20-3.5.23
+ * members too; etcd's follow-up asks for 3.5.24 or later (etcd issue 20793).
  */
-const MINIMUM_BEFORE_NEXT_MINOR: Readonly<Record<string, string>> = { '3.5': '3.5.20' };
+const MINIMUM_BEFORE_NEXT_MINOR: Readonly<Record<string, string>> = { '3.5': '3.5.24' };
 
 export function minorOf(version: string): string {
   return version.split('.').slice(0, 2).join('.');

@@ -6,10 +6,10 @@ import { ContinuousWriter } from '../chaos/writer.ts';
 import { cliEnvFactory, membershipChanges, statusOf } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 
-// etcd's upgrade and downgrade guides on real etcd, one cluster throughout: a 3.5 cluster below 3.5.20
-// goes to the newest 3.5 patch before 3.6 (learner promotions persist only from 3.5.20), then on to
-// 3.7 by replacement; back down by etcd's protocol, 3.7 -> 3.6 -> 3.5, members restarted in place
-// under a continuous writer. Skipped minors and downgrades without a protocol are refused before
+// etcd's upgrade and downgrade guides on real etcd, one cluster throughout: a 3.5 cluster below 3.5.24
+// goes to the newest 3.5 patch before 3.6 (learner promotions persist, also through a rolling
+// replacement, only from 3.5.24), then on to 3.7 by replacement; back down by etcd's protocol,
+// 3.7 -> 3.6 -> 3.5, members restarted in place under a continuous writer. Skipped minors and downgrades without a protocol are refused before
 // anything changes.
 const newEnv = cliEnvFactory();
 const env = newEnv('127.129');

@@ -6,13 +6,14 @@ import { plan } from '../../src/planner/plan.ts';
 import { healthyCluster, NOW, observed, spec } from '../support/observed.ts';
 
 describe('the upgrade path of etcd\'s guides', () => {
-  test('a 3.5 cluster below 3.5.20 rolls to the newest 3.5 patch before 3.6; at 3.5.20 or later it goes straight on', () => {
+  test('a 3.5 cluster below 3.5.24 rolls to the newest 3.5 patch before 3.6; at 3.5.24 or later it goes straight on', () => {
     const table: [string[], string, string, boolean][] = [
       [['3.5.16', '3.5.16', '3.5.16'], '3.6.17', '3.5.36', true],
       [['3.5.16', '3.5.36', '3.5.36'], '3.6.17', '3.5.36', true],
       [['3.5.36', '3.5.36', '3.5.36'], '3.6.17', '3.6.17', false],
       [['3.5.30', '3.5.30', '3.5.30'], '3.6.17', '3.6.17', false],
-      [['3.5.20'], '3.6.17', '3.6.17', false],
+      [['3.5.20', '3.5.23', '3.5.23'], '3.6.17', '3.5.36', true],
+      [['3.5.24'], '3.6.17', '3.6.17', false],
       [['3.5.36', '3.6.17', '3.6.17'], '3.6.17', '3.6.17', false],
       [['3.6.17', '3.6.17', '3.6.17'], '3.7.4', '3.7.4', false],
       [['3.4.23', '3.4.23', '3.4.23'], '3.5.16', '3.5.16', false],
@@ -24,7 +25,7 @@ describe('the upgrade path of etcd\'s guides', () => {
       assert.equal(step.version, version, `${running.join(',')} -> ${target}`);
       assert.equal(step.hop !== undefined, hop, `${running.join(',')} -> ${target}: ${step.hop ?? 'no hop'}`);
     }
-    assert.match(versionStep(['3.5.16'], '3.6.17').hop ?? '', /rolling to 3\.5\.36 first: .* 3\.5\.20 or later before 3\.6/);
+    assert.match(versionStep(['3.5.16'], '3.6.17').hop ?? '', /rolling to 3\.5\.36 first: .* 3\.5\.24 or later before 3\.6/);
   });
 
   test('a skipped minor is refused naming the path etcd supports', () => {
