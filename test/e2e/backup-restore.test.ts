@@ -70,7 +70,7 @@ describe('backup and restore on real etcd', { timeout: 600_000 }, () => {
     atBackup = await writeKeys(source, '/data/', KEYS);
     backup = await backupOk('src');
     assert.ok(backup.file.startsWith(join(env.stateDir, 'backups', 'src')), backup.file);
-    assert.match(backup.file, /\/\d{8}T\d{6}Z-rev\d+\.db$/);
+    assert.match(backup.file, /\/\d{8}T\d{6}\.\d{3}Z-rev\d+\.db$/);
     assert.ok(backup.file.endsWith(`-rev${String(backup.revision)}.db`));
     assert.equal(backup.sha256, sha256(backup.file));
     assert.equal(backup.size, readFileSync(backup.file).length);

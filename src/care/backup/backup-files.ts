@@ -38,9 +38,12 @@ export function sidecarPath(file: string): string {
   return `${file}.json`;
 }
 
-/** `20250101T093000Z-rev1234.db`: sorts by time, and no character a shell or a file system minds. */
+/**
+ * `20250101T093000.123Z-rev1234.db`: sorts by time, no character a shell or a file system minds, and
+ * to the millisecond, so the backup `restore --replace` takes first never lands on the file it restores.
+ */
 export function backupFileName(takenAt: Date, revision: number): string {
-  const stamp = takenAt.toISOString().replace(/\.\d+Z$/, 'Z').replace(/[-:]/g, '');
+  const stamp = takenAt.toISOString().replace(/[-:]/g, '');
   return `${stamp}-rev${String(revision)}.db`;
 }
 

@@ -1,5 +1,5 @@
 import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { link, mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapshotStatus, SnapshotTools } from '../../ports/care.ts';
 import type { EtcdAdmin, EtcdMember } from '../../ports/etcd-admin.ts';
@@ -73,7 +73,7 @@ async function pickSource(deps: BackupDeps): Promise<Source> {
 /**
  * Takes a snapshot through the maintenance API from a healthy member, into a temporary file in the
  * backups folder; verifies it (non-empty, opens with `snapshot status` of the member's version) and
- * only then renames it to its final name and writes its sidecar. A failure leaves no file behind.
+ * only then links it to its final name (never over another file) and writes its sidecar. A failure leaves no file behind.
  */
 export async function takeBackup(deps: BackupDeps): Promise<Backup> {
   const source = await pickSource(deps);
@@ -116,7 +116,8 @@ export async function takeBackup(deps: BackupDeps): Promise<Backup> {
       takenAt: takenAt.toISOString(),
     };
     const file = join(deps.dir, backupFileName(takenAt, status.revision));
-    await rename(partial, file);
+    // A link fails rather than replace a file of that name: a backup never overwrites another.
+    await link(partial, file);
     await deps.tools.writeAtomic(sidecarPath(file), `${JSON.stringify(sidecar, null, 2)}\n`, 0o600);
     return { ...sidecar, file };
   } finally {
