@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
@@ -121,7 +121,8 @@ export class CliContext {
     const tls = await this.provider(manifest).loadClientTls(name);
     // A cluster deleted and made again under its name (`restore --replace`) has a new CA on the same
     // addresses: connections made with the old one would never verify again, so they go with it.
-    const trust = tls === undefined ? '' : `${readFileSync(tls.caFile, 'utf8')}${readFileSync(tls.certFile, 'utf8')}`;
+    // (Before its first machine a cluster has no CA yet: nothing to connect with, nothing to compare.)
+    const trust = tls === undefined ? '' : [tls.caFile, tls.certFile].map((file) => (existsSync(file) ? readFileSync(file, 'utf8') : '')).join('');
     const known = this.admins.get(name);
     if (known?.trust === trust) return known.admin;
     const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
