@@ -130,6 +130,20 @@ export class Etcd3Admin implements EtcdAdmin {
     return client;
   }
 
+  /**
+   * A channel that could not reach its endpoint waits out gRPC's reconnect backoff (up to minutes)
+   * before it tries again, and a new member at the same address (a replacement reusing an ordinal)
+   * would answer nothing until then: such a client is dropped, and the next call connects afresh.
+   */
+  private dropIfUnreachable(endpoint: string, error: EtcdAdminError): EtcdAdminError {
+    const client = this.clients.get(endpoint);
+    if (client && (error.kind === 'Unreachable' || /waiting for lb pick/i.test(error.message))) {
+      this.clients.delete(endpoint);
+      client.close();
+    }
+    return error;
+  }
+
   /** Reads: any failure moves on to the next endpoint. */
   private firstAnswer<T>(call: string, endpoints: readonly string[], run: (client: Etcd3) => Promise<T>): Promise<T> {
     return this.tryInTurn(call, endpoints, run, () => true);
@@ -155,7 +169,7 @@ export class Etcd3Admin implements EtcdAdmin {
       try {
         return await run(this.client(endpoint));
       } catch (error) {
-        const classified = classifyEtcdError(error);
+        const classified = this.dropIfUnreachable(endpoint, classifyEtcdError(error));
         if (!moveOn(classified)) throw classified;
         failures.push({ endpoint, error: classified });
       }
@@ -207,7 +221,7 @@ export class Etcd3Admin implements EtcdAdmin {
         errors: [...response.errors],
       };
     } catch (error) {
-      throw classifyEtcdError(error);
+      throw this.dropIfUnreachable(endpoint, classifyEtcdError(error));
     }
   }
 
