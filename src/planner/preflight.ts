@@ -3,8 +3,9 @@ import type { ClusterView } from './view.ts';
 
 /**
  * Checks before adding a member: every voter answers with no errors and the same leader, no alarms,
- * a learner slot is free. etcd's own 5 s peer-connection rule is not guessed here: a refusal
- * ("unhealthy cluster") comes back as a wait and the add is retried.
+ * a learner slot is free, and every learner already added has started and read the membership. etcd's
+ * own 5 s peer-connection rule is not guessed here: a refusal ("unhealthy cluster") comes back as a
+ * wait and the add is retried.
  */
 export function preflightForAdd(view: ClusterView): Wait[] {
   const reasons: Wait[] = [];
@@ -23,6 +24,15 @@ export function preflightForAdd(view: ClusterView): Wait[] {
     const names = view.learners.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
     const lower = view.learnerLimit < view.spec.maxLearners ? `; members started before run ${String(view.learnerLimit)} until rolled` : '';
     reasons.push({ code: 'LearnerSlotTaken', message: `learner slot taken by ${names} (limit ${String(view.learnerLimit)}${lower})` });
+    return reasons;
+  }
+  // A joining member checks its --initial-cluster against the membership when it first boots and exits
+  // on any difference ("member count is unequal"). It names itself in the member list right after that
+  // check, well before it has caught up: an unnamed learner still needs the membership it was given.
+  const unstarted = view.learners.filter((l) => l.name === '');
+  if (unstarted.length > 0) {
+    const names = unstarted.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
+    reasons.push({ code: 'LearnerNotStarted', message: `learner ${names} has not started yet: another add now would change the membership it boots with` });
   }
   return reasons;
 }

@@ -176,9 +176,9 @@ export abstract class ModelInfrastructure {
     const now = this.clock.now();
     machine.running = true;
     member.connectedSince = now;
-    // A learner stopped before it caught up starts over; one that never published publishes once it has.
+    // A learner stopped before it caught up starts over; one that never published does so once started.
     if (member.isLearner && member.caughtUpAt > now) member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
-    member.publishedAt ??= Math.max(now, member.caughtUpAt);
+    member.publishedAt ??= now + this.timings.publishMs;
     this.refreshLeader(state);
   }
 
@@ -245,7 +245,7 @@ export abstract class ModelInfrastructure {
     member.maxLearners = launch.maxLearners;
     member.connectedSince = now;
     member.caughtUpAt = now + drawDuration(this.timings.catchUp, this.random);
-    member.publishedAt = member.caughtUpAt;
+    member.publishedAt = now + this.timings.publishMs;
     this.refreshLeader(state);
   }
 

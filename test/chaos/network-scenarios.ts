@@ -143,7 +143,7 @@ export const NETWORK_SCENARIOS: ChaosScenario[] = [
       lab.heal();
       const run = await scale.done;
       const stuck = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === learner && e.message.includes('LearnerStuck'));
-      return { run, expectationMet: stuck && !s.machineNames().includes(learner) && votersOf(run) === 3 };
+      return { run, expectationMet: stuck && s.deleted(learner) && votersOf(run) === 3 };
     },
   },
   {

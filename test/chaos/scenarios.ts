@@ -158,6 +158,11 @@ export class ScenarioRun {
   machineNames(): string[] {
     return this.env.machines(this.cluster).map((m) => m.name);
   }
+
+  /** The machine was deleted (a later machine may carry its freed name). */
+  deleted(name: string): boolean {
+    return this.env.wasDeleted(this.cluster, name);
+  }
 }
 
 const FAST_REMEDIATION = { unhealthyAfter: '3s', learnerStuckAfter: '30s' };
@@ -180,7 +185,7 @@ export const SCENARIOS: ChaosScenario[] = [
       await s.learnerListed();
       s.kill(leader);
       const run = await scale.done;
-      return { run, expectationMet: !s.machineNames().includes(leader) };
+      return { run, expectationMet: s.deleted(leader) };
     },
   },
   {
@@ -195,7 +200,7 @@ export const SCENARIOS: ChaosScenario[] = [
       const learner = s.env.machines(s.cluster).find((m) => m.role === 'join')?.name ?? '';
       s.kill(learner);
       const run = await s.fastplane(['up', '--name', s.cluster]);
-      return { run, expectationMet: !s.machineNames().includes(learner) };
+      return { run, expectationMet: s.deleted(learner) };
     },
   },
   {
@@ -235,7 +240,7 @@ export const SCENARIOS: ChaosScenario[] = [
       writeFileSync(join(s.machineDir(victim), 'provisioning-failed'), 'simulated: no capacity in the zone');
       const run = await scale.done;
       const failed = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === victim && e.message.includes('ProvisioningFailed'));
-      return { run, expectationMet: failed && !s.machineNames().includes(victim) };
+      return { run, expectationMet: failed && s.deleted(victim) };
     },
   },
   {
@@ -253,7 +258,7 @@ export const SCENARIOS: ChaosScenario[] = [
       await new Promise<void>((resolve) => blocker.listen(2379, address, resolve));
       try {
         const run = await scale.done;
-        return { run, expectationMet: !s.machineNames().includes(victim) };
+        return { run, expectationMet: s.deleted(victim) };
       } finally {
         blocker.close();
       }
@@ -304,7 +309,7 @@ export const SCENARIOS: ChaosScenario[] = [
       const victims = s.machineNames().filter((n) => n !== leader).slice(0, 2);
       for (const v of victims) s.kill(v);
       const run = await s.fastplane(['up', '--name', s.cluster]);
-      return { run, expectationMet: victims.every((v) => !s.machineNames().includes(v)) };
+      return { run, expectationMet: victims.every((v) => s.deleted(v)) };
     },
   },
   {
@@ -347,7 +352,7 @@ export const SCENARIOS: ChaosScenario[] = [
       const leader = await s.leader();
       s.kill(leader);
       const run = await s.fastplane(['scale', s.cluster, '--replicas', '3']);
-      return { run, expectationMet: !s.machineNames().includes(leader) };
+      return { run, expectationMet: s.deleted(leader) };
     },
   },
   {
@@ -367,7 +372,7 @@ export const SCENARIOS: ChaosScenario[] = [
       s.kill(frozen, 'SIGCONT');
       const run = await scale.done;
       const held = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === frozen);
-      return { run, expectationMet: held && !s.machineNames().includes(frozen) };
+      return { run, expectationMet: held && s.deleted(frozen) };
     },
   },
   voterKilledDuringRollout('3.4.23', '3.5.16', '127.121'),
@@ -399,7 +404,7 @@ export const SCENARIOS: ChaosScenario[] = [
         const run = await scale.done;
         const limit = learnerLimitOf(s.env.machines(s.cluster));
         const most = Math.max(...watch.samples.map((x) => x.learners));
-        return { run, expectationMet: !s.machineNames().includes(leader) && most >= 3 && most <= limit };
+        return { run, expectationMet: s.deleted(leader) && most >= 3 && most <= limit };
       } finally {
         await watch.stop();
       }

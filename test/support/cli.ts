@@ -102,6 +102,17 @@ export class CliEnv {
     return this.rows<MachineRecord>('SELECT record FROM machines WHERE cluster = ? ORDER BY ordinal, name', cluster);
   }
 
+  /**
+   * The machine of that name was deleted: its DeleteMachine succeeded, and any machine of that name
+   * now is a later one (freed ordinals, so names, are reused).
+   */
+  wasDeleted(cluster: string, name: string): boolean {
+    const deletedAt = this.events(cluster).filter((e) => e.action === 'DeleteMachine' && e.machine === name && e.outcome === 'Succeeded').map((e) => e.at);
+    if (deletedAt.length === 0) return false;
+    const now = this.machines(cluster).find((m) => m.name === name);
+    return now === undefined || now.createdAt >= Math.max(...deletedAt);
+  }
+
   /** Names of the control planes on record. */
   controlPlanes(): string[] {
     return this.controlPlaneRecords().map((cp) => cp.name);

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { plan } from '../../src/planner/plan.ts';
 import { REQUEUE } from '../../src/planner/requeue.ts';
-import type { ConditionType, Decision, MachineAction, Observed, PlannerSpec } from '../../src/planner/types.ts';
+import type { ConditionType, Decision, MachineAction, Observed, ObservedMember, PlannerSpec } from '../../src/planner/types.ts';
 import {
   healthyCluster,
   healthyObserved,
@@ -238,6 +238,23 @@ describe('planner: scale up', () => {
     const three = healthyCluster(3, { version: '3.6.17', maxLearners: 1 });
     const held = decide(observed({ machines: [...three.machines, machine('t-4', { phase: 'Learner', version: '3.6.17', maxLearners: 3 }), machine('t-5', { version: '3.6.17' })], members: [...three.members, learner('t-4', { raftAppliedIndex: 1200, version: '3.6.17' })] }), spec({ replicas: 5, version: '3.6.17', maxLearners: 3 }));
     assert.equal(held.membershipAction, undefined, 'voters started with --max-learners 1 refuse a second learner');
+  });
+
+  test('on etcd 3.6 adds the next learner only once every learner added has started and named itself', () => {
+    const c = healthyCluster(3, { version: '3.6.17', maxLearners: 8 });
+    const o = (t4: ObservedMember) =>
+      observed({
+        machines: [...c.machines, machine('t-4', { phase: 'Joining', version: '3.6.17', maxLearners: 8 }), machine('t-5', { version: '3.6.17' })],
+        members: [...c.members, t4],
+      });
+    const s = spec({ replicas: 5, version: '3.6.17', maxLearners: 8 });
+    // Added, its process not yet past its first boot: it still needs the membership it was given.
+    const unstarted = decide(o({ ...learner('t-4', { statusError: 'connection refused', version: '3.6.17' }), name: '', clientURLs: [] }), s);
+    assert.equal(unstarted.membershipAction, undefined);
+    assert.match(waitOf(unstarted, 'LearnerNotStarted').message, /t-5 waits at the join gate: learner t-4 has not started yet/);
+    // Named in the member list (it read the membership), still catching up: the next one joins.
+    const started = decide(o(learner('t-4', { statusError: 'context deadline exceeded', version: '3.6.17' })), s);
+    assert.deepEqual(started.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
   });
 
   test('promotes only when the learner answers and is within the catch-up margin', () => {
