@@ -111,14 +111,16 @@ export const NETWORK_SCENARIOS: ChaosScenario[] = [
     },
   },
   {
-    name: 'a learner isolated mid catch-up (network lab)',
+    name: 'a learner isolated mid catch-up, another catching up beside it (network lab)',
     addressPrefix: '127.165',
     lab: { number: 63, hosts: 5 },
     // A learner serves (and so answers its status) only once it has caught up: until then its start is
     // its last progress, so learnerStuckAfter must exceed a normal catch-up (~16 s at the rate below).
+    // 1 -> 3 on etcd 3.6 (maxLearners auto): both learners catch up at once.
     spec: { replicas: 1, remediation: { unhealthyAfter: '60s', learnerStuckAfter: '25s' } },
     converges: true,
-    expectation: 'the isolated learner is found stuck, removed (LearnerStuck) and its machine replaced; the replacement joins after the heal',
+    expectation:
+      'two learners catch up at once; the isolated one is found stuck, removed (LearnerStuck) and replaced, the other is judged on its own progress and promoted; etcd never lists more learners than the limit',
     async act(s) {
       const { lab } = labOf(s);
       // 4 MiB of values to replicate, through a leader limited to 2 Mbit/s: catch-up takes seconds.
@@ -129,21 +131,38 @@ export const NETWORK_SCENARIOS: ChaosScenario[] = [
         kv.close();
       }
       lab.rate('2mbit', [hostOfMachine(s, await s.leader())]);
-      const scale = scaleTo(s, 3);
-      const learnerURL = await s.learnerListed();
-      const learner = machineAt(s, learnerURL);
-      await sleep(3_000);
-      const learnerHost = hostAt(s, learnerURL);
-      lab.partition([learnerHost], everyHostBut(s, learnerHost));
-      await waitFor(
-        'the isolated learner to be removed',
-        () => (s.env.events(s.cluster).some((e) => e.action === 'RemoveMember' && e.outcome === 'Succeeded' && e.machine === learner) ? true : undefined),
-        90_000,
-      );
-      lab.heal();
-      const run = await scale.done;
-      const stuck = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === learner && e.message.includes('LearnerStuck'));
-      return { run, expectationMet: stuck && s.deleted(learner) && votersOf(run) === 3 };
+      const watch = new ClusterWatch(s.access);
+      watch.start();
+      try {
+        const scale = scaleTo(s, 3);
+        const learnerURL = await s.learnerListed();
+        const learner = machineAt(s, learnerURL);
+        const together = await watch.until((x) => x.learners >= 2, 10_000).then(
+          () => true,
+          () => false,
+        );
+        await sleep(3_000);
+        const learnerHost = hostAt(s, learnerURL);
+        lab.partition([learnerHost], everyHostBut(s, learnerHost));
+        const removed = await waitFor(
+          'the isolated learner to be removed',
+          () => s.env.events(s.cluster).find((e) => e.action === 'RemoveMember' && e.outcome === 'Succeeded' && e.machine === learner),
+          90_000,
+        );
+        lab.heal();
+        const run = await scale.done;
+        const events = s.env.events(s.cluster);
+        const stuck = events.some((e) => e.action === 'MarkMachineFailed' && e.machine === learner && e.message.includes('LearnerStuck'));
+        // The learners added beside it are judged on their own progress: promoted, never failed.
+        const beside = events.filter((e) => e.action === 'AddLearner' && e.outcome === 'Succeeded' && e.machine !== learner && e.at < removed.at).map((e) => e.machine);
+        const done = (action: string, machine: string | undefined): boolean => events.some((e) => e.action === action && e.machine === machine && e.outcome === 'Succeeded');
+        const besidePromoted = beside.length > 0 && beside.every((m) => done('PromoteLearner', m) && !done('MarkMachineFailed', m));
+        const limit = learnerLimitOf(s.env.machines(s.cluster));
+        const withinLimit = watch.samples.every((x) => x.learners <= limit);
+        return { run, expectationMet: together && stuck && besidePromoted && withinLimit && s.deleted(learner) && votersOf(run) === 3 };
+      } finally {
+        await watch.stop();
+      }
     },
   },
   {
