@@ -6,8 +6,11 @@
  *
  * The model, in seconds from the start of the run:
  *  - the first ready machine is initialised: it serves at ready + init;
- *  - joins go one at a time (one learner at a time): an add waits for the previous promotion, for its
- *    machine to be ready, and for the add rule; it is promoted `join` after it was added;
+ *  - with a learner limit of 1, joins go one at a time: an add waits for the previous promotion, for
+ *    its machine to be ready, and for the add rule; it is promoted `join` after it was added;
+ *  - with a limit L above 1 (etcd 3.6 `--max-learners`), an add waits for a free learner slot (fewer
+ *    than L learners not yet promoted) instead of the previous promotion, and adds still go one after
+ *    another; promotions stay one at a time, each `join` after its own add at the earliest;
  *  - a new voter counts as connected to the leader from its add, the earliest its peer link can exist,
  *    which keeps the bound a lower bound;
  *  - machines join in the order they became ready (all joins cost the same, so this is optimal).
@@ -36,6 +39,8 @@ export interface BoundInputs {
   connectedSeconds: number;
   /** Voters already serving (connected long ago) when the run starts: 0 for a bring-up, 1 for the scale-up after a preload. */
   existingVoters: number;
+  /** The most learners etcd accepts at once (1 below etcd 3.6); absent means 1. */
+  learnerLimit?: number;
 }
 
 export interface BoundJoin {
@@ -79,16 +84,30 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
     initDoneAt = first.at + inputs.initSeconds;
     freeAt = initDoneAt;
   }
+  const limit = Math.max(1, inputs.learnerLimit ?? 1);
   const joins: BoundJoin[] = [];
+  // freeAt: when the cluster may take the next add (init done, the previous add made); lastPromotedAt:
+  // promotions go one at a time; slots: when each learner slot frees (its learner promoted).
+  let lastPromotedAt = freeAt;
+  const promotedTimes: number[] = [];
   for (const { at, machine } of ready) {
-    const otherwise = Math.max(freeAt, at);
-    const addAt = Math.max(otherwise, addAllowedAt(inputs.addRule, connectedSince, inputs.connectedSeconds));
-    const promotedAt = addAt + inputs.joinSeconds;
+    const slotFreeAt = promotedTimes.length < limit ? -Infinity : (promotedTimes[promotedTimes.length - limit] ?? -Infinity);
+    const otherwise = Math.max(limit === 1 ? lastPromotedAt : freeAt, slotFreeAt, at);
+    // etcd's add rule counts voting members only: a learner counts from its promotion on.
+    let addAt = otherwise;
+    for (let settled = false; !settled; ) {
+      const voters = [...connectedSince, ...joins.filter((j) => j.promotedAt <= addAt).map((j) => j.addAt)];
+      const allowed = Math.max(otherwise, addAllowedAt(inputs.addRule, voters, inputs.connectedSeconds));
+      settled = allowed <= addAt;
+      addAt = Math.max(addAt, allowed);
+    }
+    const promotedAt = Math.max(addAt + inputs.joinSeconds, lastPromotedAt);
     joins.push({ machine, addAt: round(addAt), promotedAt: round(promotedAt), ruleWaitSeconds: round(addAt - otherwise) });
-    connectedSince.push(addAt);
-    freeAt = promotedAt;
+    promotedTimes.push(promotedAt);
+    freeAt = addAt;
+    lastPromotedAt = promotedAt;
   }
-  return { seconds: round(freeAt), initDoneAt: initDoneAt === null ? null : round(initDoneAt), joins };
+  return { seconds: round(lastPromotedAt), initDoneAt: initDoneAt === null ? null : round(initDoneAt), joins };
 }
 
 /** The add rule of an etcd version, with etcd's own check on (`strict`) or off. */

@@ -1,5 +1,6 @@
 import type { EventRecord, MachinePhase, MachineRecord } from '../domain/machine.ts';
 import type { MachineFacts } from '../adapters/providers/local/local-machine.ts';
+import { learnerLimitInForce } from '../domain/learner-limit.ts';
 import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound.ts';
 import type { Calibration } from './calibration.ts';
 import { learnerSnapshotFromLog, logShowsSnapshot } from './etcd-log.ts';
@@ -90,9 +91,11 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     initSeconds: calibration.initSeconds,
     joinSeconds: calibration.joinSeconds,
     // Guarded members run with etcd's check off: the "no add rule" bound, whatever the version.
-    addRule: evidence.strategy === 'guarded' ? ('none' as const) : calibration.addRule,
+    addRule: evidence.strategy === 'guarded' || evidence.strategy === 'guarded-learners' ? ('none' as const) : calibration.addRule,
     connectedSeconds: PEER_CONNECTED_SECONDS,
     existingVoters: scale?.existingVoters ?? 0,
+    // What the members ran (--max-learners recorded at each start), not what the mode asked for.
+    learnerLimit: records.length === 0 ? 1 : learnerLimitInForce(Number.POSITIVE_INFINITY, records),
   };
   const bound = criticalPathBound(inputs);
   const boundSeconds = seconds((upBound + bound.seconds) * 1000);

@@ -12,7 +12,12 @@ import type { HostInfo } from './host-info.ts';
  * A bench mode: `serial` (KCP's order), `parallel` (etcd guards each change, its 5 s rule included),
  * `guarded` (parallel with `reconfigurationCheck: fastplane`: the planner checks, etcd's rule is off).
  */
-export type Strategy = 'serial' | 'parallel' | 'guarded';
+/**
+ * serial: Cluster API KCP's order. parallel: every machine at once, one learner at a time. guarded:
+ * parallel with fastplane's checks in place of etcd's add rule. learners and guarded-learners: the
+ * same with etcd 3.6's parallel learners (maxLearners auto).
+ */
+export type Strategy = 'serial' | 'parallel' | 'guarded' | 'learners' | 'guarded-learners';
 
 /** One membership change that took effect, in seconds from the start of its run. */
 export interface BenchEvent {
@@ -105,6 +110,8 @@ export interface BenchRun {
   serial?: StrategyRun;
   parallel?: StrategyRun;
   guarded?: StrategyRun;
+  learners?: StrategyRun;
+  'guarded-learners'?: StrategyRun;
   /** serial / parallel; null unless both ran. */
   speedup: number | null;
   /** The parallel run's efficiency; null unless it ran. */

@@ -1,4 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
+import { InvalidInputError } from '../api/errors.ts';
+import { compareVersions } from '../api/versions.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
 import type { MachineFacts } from '../adapters/providers/local/local-machine.ts';
 import type { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
@@ -45,6 +47,7 @@ export interface SpecFields {
   replicas: number;
   strategy?: 'serial' | 'parallel';
   reconfigurationCheck?: 'etcd' | 'fastplane';
+  maxLearners?: 'auto' | number;
   provisioningDelay?: string;
   version?: string;
 }
@@ -92,10 +95,18 @@ async function calibration(host: BenchHost, version: string): Promise<Calibratio
   }
 }
 
+/** Each mode as spec fields: guarded swaps etcd's add rule for fastplane's checks, learners lifts the one-learner gate. */
+const MODE_FIELDS: Record<Strategy, Pick<SpecFields, 'strategy' | 'reconfigurationCheck' | 'maxLearners'>> = {
+  serial: { strategy: 'serial', maxLearners: 1 },
+  parallel: { strategy: 'parallel', maxLearners: 1 },
+  guarded: { strategy: 'parallel', reconfigurationCheck: 'fastplane', maxLearners: 1 },
+  learners: { strategy: 'parallel', maxLearners: 'auto' },
+  'guarded-learners': { strategy: 'parallel', reconfigurationCheck: 'fastplane', maxLearners: 'auto' },
+};
+
 async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, active: Set<ControlPlane>): Promise<StrategyRun> {
   const name = `bench-${String(run)}-${strategy}`;
-  // guarded is the parallel strategy with fastplane's own checks in place of etcd's 5 s rule.
-  const modeFields: Pick<SpecFields, 'strategy' | 'reconfigurationCheck'> = strategy === 'guarded' ? { strategy: 'parallel', reconfigurationCheck: 'fastplane' } : { strategy };
+  const modeFields = MODE_FIELDS[strategy];
   const spec: SpecFields = { name, ...modeFields, replicas: options.preloadBytes === undefined ? options.replicas : 1, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
   let manifest = await host.manifest(spec);
   active.add(manifest);
@@ -200,6 +211,9 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
   const host0 = hostInfo();
   // The spec every run uses, checked (and its etcd binary found) before any machine exists.
   const version = (await host.manifest({ name: 'bench', replicas: options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) })).spec.version;
+  if (compareVersions(version, '3.6.0') < 0 && options.modes.some((m) => MODE_FIELDS[m].maxLearners === 'auto')) {
+    throw new InvalidInputError([`--modes: learners and guarded-learners need etcd 3.6 or later (--max-learners), got version ${version}`]);
+  }
   progress(`calibrating init and join on etcd ${version}`);
   const cal = await calibration(host, version);
   const runs: BenchRun[] = [];

@@ -177,12 +177,17 @@ export function buildProgram(): Command {
 
   program
     .command('bench')
-    .description('bring the same control plane up with serial (KCP), parallel and guarded on real etcd and compare')
+    .description('bring the same control plane up with serial (KCP), parallel, guarded and parallel learners on real etcd and compare')
     .option('--replicas <n>', 'number of members (odd, 3..9)', '5')
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 30s or a range 20s-40s', '30s')
-    .option('--preload <size>', 'write this many bytes of keys (e.g. 100MB) before the joins')
+    .option('--keyspace <size>', 'write this many bytes of keys (e.g. 256MiB) into the first member before the joins, so every learner has it to catch up')
+    .option('--preload <size>', 'the older name of --keyspace')
     .option('--runs <n>', 'rounds of every mode, alternating which goes first', '1')
-    .option('--modes <list>', 'modes to compare, comma-separated: serial (KCP order), parallel, guarded (parallel, fastplane checks instead of etcd 5 s rule)', 'serial,parallel,guarded')
+    .option(
+      '--modes <list>',
+      'modes to compare, comma-separated: serial (KCP order), parallel (one learner at a time), guarded (parallel, fastplane checks instead of etcd 5 s rule), learners and guarded-learners (the same with etcd 3.6 parallel learners)',
+      'serial,parallel,guarded',
+    )
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))

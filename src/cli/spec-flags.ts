@@ -18,6 +18,8 @@ export interface SpecFlags {
   provisioningDelay?: string;
   insecure?: boolean;
   reconfigurationCheck?: string;
+  /** `auto` or a number: spec.etcd.maxLearners. */
+  maxLearners?: string;
 }
 
 export interface RunFlags {
@@ -65,6 +67,7 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
     etcd.reconfigurationCheck = flags.reconfigurationCheck;
   }
   if (flags.etcdBinaries !== undefined) etcd.binaries = resolve(flags.etcdBinaries);
+  if (flags.maxLearners !== undefined) etcd.maxLearners = flags.maxLearners === 'auto' ? 'auto' : Number(flags.maxLearners);
   if (flags.provisioningDelay !== undefined) {
     if (parseDurationRange(flags.provisioningDelay) === undefined) {
       throw new InvalidInputError([`--provisioning-delay: must be a duration (8s) or a range (3s-8s), got ${flags.provisioningDelay}`]);

@@ -67,8 +67,8 @@ function timelineOfRun(run: StrategyRun, end: number): Timeline {
   return { ...buildTimeline(machines, events, { end }), start: 0 };
 }
 
-/** Bar colours per mode: serial (KCP's order), parallel, and parallel with fastplane's guard. */
-const MODE_COLORS: Record<Strategy, string> = { serial: '#9db4cf', parallel: '#3ca55c', guarded: '#2f7d9c' };
+/** Bar colours per mode: serial (KCP's order), parallel, parallel with fastplane's guard, and both with parallel learners. */
+const MODE_COLORS: Record<Strategy, string> = { serial: '#9db4cf', parallel: '#3ca55c', guarded: '#2f7d9c', learners: '#c98a2b', 'guarded-learners': '#8a5cb8' };
 
 function comparisonHtml(bench: BenchResult): string {
   const s = bench.settings;

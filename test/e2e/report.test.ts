@@ -177,6 +177,8 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
       [['bench', '-o', 'yaml'], /-o/],
       [['bench', '--timeout', 'soon'], /--timeout/],
       [['bench', '--version', '9.9.9'], /9\.9\.9/],
+      [['bench', '--keyspace', '1MB', '--preload', '1MB'], /--keyspace and --preload/],
+      [['bench', '--modes', 'parallel,learners', '--version', '3.4.23'], /--modes: learners and guarded-learners need etcd 3\.6 or later/],
     ];
     const before = env.controlPlanes();
     for (const [args, message] of cases) {

@@ -5,8 +5,9 @@ import { parseBenchFlags, type BenchFlags } from '../../src/cli/commands/bench.t
 
 const flags = (over: Partial<BenchFlags> = {}): BenchFlags => ({ replicas: '5', provisioningDelay: '30s', runs: '1', modes: 'serial,parallel', timeout: '10m', output: 'json', ...over });
 
-test('--modes: serial, parallel and guarded, any order, each once', () => {
+test('--modes: serial, parallel, guarded, learners and guarded-learners, any order, each once', () => {
   assert.deepEqual(parseBenchFlags(flags({ modes: 'serial,parallel,guarded' })).modes, ['serial', 'parallel', 'guarded']);
+  assert.deepEqual(parseBenchFlags(flags({ modes: 'learners,parallel,guarded-learners' })).modes, ['learners', 'parallel', 'guarded-learners']);
   assert.deepEqual(parseBenchFlags(flags({ modes: 'guarded' })).modes, ['guarded']);
   assert.deepEqual(parseBenchFlags(flags({ modes: 'guarded, serial,guarded' })).modes, ['guarded', 'serial']);
 });
@@ -16,10 +17,17 @@ test('--modes: anything else is invalid, reported with the other flags', () => {
     () => parseBenchFlags(flags({ modes: 'serial,fast', runs: '0' })),
     (error: unknown) => {
       assert.ok(error instanceof InvalidInputError);
-      assert.match(error.message, /--modes: must be serial, parallel and\/or guarded, comma-separated, got serial,fast/);
+      assert.match(error.message, /--modes: must be serial, parallel, guarded, learners and\/or guarded-learners, comma-separated, got serial,fast/);
       assert.match(error.message, /--runs: must be a whole number/);
       return true;
     },
   );
   assert.throws(() => parseBenchFlags(flags({ modes: '' })), /--modes/);
+});
+
+test('--keyspace takes a size (--preload is its older name); both at once, or a bad size, is invalid', () => {
+  assert.equal(parseBenchFlags(flags({ keyspace: '256MiB' })).preloadBytes, 256 * 1024 ** 2);
+  assert.equal(parseBenchFlags(flags({ preload: '100MB' })).preloadBytes, 100_000_000);
+  assert.throws(() => parseBenchFlags(flags({ keyspace: '1MB', preload: '1MB' })), /--keyspace and --preload are the same setting/);
+  assert.throws(() => parseBenchFlags(flags({ keyspace: '2GiB' })), /--keyspace: must be a size from 1B to 1GiB/);
 });

@@ -89,6 +89,38 @@ test('a scale-up from a serving member (after a preload): no init, a join longer
   assert.equal(bound.seconds, 16);
 });
 
+test('parallel learners (etcd 3.6 --max-learners): every add at once, catch-ups overlap, promotions one after another', () => {
+  // A scale-up 1 -> 5 from a serving member, joins of 7 s (a keyspace to catch up), the 3.6 rule.
+  const inputs: BoundInputs = { readySeconds: [2, 2, 2, 2], initSeconds: 99, joinSeconds: 7, addRule: 'quorum-of-resulting', connectedSeconds: 5, existingVoters: 1 };
+  const one = criticalPathBound(inputs);
+  assert.deepEqual(one.joins.map((j) => j.promotedAt), [9, 16, 23, 30], 'one learner at a time: four catch-ups end to end');
+  // Limit 8: the rule counts voters only, and only the leader votes while all four are learners, so all
+  // four are added at 2; each promotion waits for its own catch-up (9) and for the one before it.
+  const many = criticalPathBound({ ...inputs, learnerLimit: 8 });
+  assert.deepEqual(
+    many.joins.map((j) => [j.addAt, j.promotedAt]),
+    [
+      [2, 9],
+      [2, 9],
+      [2, 9],
+      [2, 9],
+    ],
+  );
+  assert.equal(many.seconds, 9);
+  // Limit 2: the third add waits for a free slot (9); the voters then are the leader and the two
+  // promoted learners, connected since 2, so the rule allowed it from 7.
+  const two = criticalPathBound({ ...inputs, learnerLimit: 2 });
+  assert.deepEqual(
+    two.joins.map((j) => [j.addAt, j.promotedAt]),
+    [
+      [2, 9],
+      [2, 9],
+      [9, 16],
+      [9, 16],
+    ],
+  );
+});
+
 test('addAllowedAt: with only the leader voting, no rule waits', () => {
   for (const rule of ['all-voters', 'quorum-of-resulting', 'none'] as const) assert.equal(addAllowedAt(rule, [], 5), -Infinity);
   assert.equal(addAllowedAt('all-voters', [1, 3, 2], 5), 8);

@@ -37,8 +37,9 @@ describe('process status read from /proc', () => {
   });
 
   test('a zombie still exists but has no arguments and has finished exiting (its sockets are closed)', async () => {
-    // The shell becomes `sleep 30` and never reaps its first child, which stays a zombie.
-    const shell = spawn('sh', ['-c', 'sleep 0 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // The shell becomes `sleep 30` and never reaps its first child, which stays a zombie. The child
+    // outlives the exec: one that exits before it may still be reaped by the shell.
+    const shell = spawn('sh', ['-c', 'sleep 0.3 & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     started.push(shell.pid!);
     const [line] = (await once(shell.stdout, 'data')) as [Buffer];
     const zombie = Number(line.toString().trim());

@@ -23,6 +23,8 @@ import { renderTable } from '../table.ts';
 export interface BenchFlags {
   replicas: string;
   provisioningDelay: string;
+  /** The keyspace written before the joins; `--preload` is its older name. */
+  keyspace?: string;
   preload?: string;
   runs: string;
   version?: string;
@@ -31,15 +33,15 @@ export interface BenchFlags {
   output: string;
 }
 
-const STRATEGIES: readonly Strategy[] = ['serial', 'parallel', 'guarded'];
+const STRATEGIES: readonly Strategy[] = ['serial', 'parallel', 'guarded', 'learners', 'guarded-learners'];
 
-/** `serial,parallel,guarded` or any of them, in the order given, each once. */
+/** `serial,parallel,guarded,learners,guarded-learners` or any of them, in the order given, each once. */
 function parseModes(text: string, problems: string[]): Strategy[] {
   const modes: Strategy[] = [];
   for (const mode of text.split(',').map((m) => m.trim())) {
     const strategy = STRATEGIES.find((s) => s === mode);
     if (strategy === undefined) {
-      problems.push(`--modes: must be serial, parallel and/or guarded, comma-separated, got ${text}`);
+      problems.push(`--modes: must be serial, parallel, guarded, learners and/or guarded-learners, comma-separated, got ${text}`);
       return modes;
     }
     if (!modes.includes(strategy)) modes.push(strategy);
@@ -72,10 +74,13 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
   const runs = /^\d+$/.test(flags.runs) ? Number(flags.runs) : NaN;
   if (!Number.isInteger(runs) || runs < 1 || runs > 50) problems.push(`--runs: must be a whole number from 1 to 50, got ${flags.runs}`);
   let preloadBytes: number | undefined;
-  if (flags.preload !== undefined) {
-    preloadBytes = parseSize(flags.preload);
+  const keyspace = flags.keyspace ?? flags.preload;
+  const keyspaceFlag = flags.keyspace === undefined ? '--preload' : '--keyspace';
+  if (flags.keyspace !== undefined && flags.preload !== undefined) problems.push('--keyspace and --preload are the same setting: give one');
+  if (keyspace !== undefined) {
+    preloadBytes = parseSize(keyspace);
     if (preloadBytes === undefined || preloadBytes <= 0 || preloadBytes > MAX_PRELOAD_BYTES) {
-      problems.push(`--preload: must be a size from 1B to 1GiB such as 100MB or 64MiB, got ${flags.preload}`);
+      problems.push(`${keyspaceFlag}: must be a size from 1B to 1GiB such as 256MiB or 100MB, got ${keyspace}`);
     }
   }
   const modes = parseModes(flags.modes, problems);
@@ -95,7 +100,7 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
 function hostOf(ctx: CliContext): BenchHost {
   return {
     stateDir: ctx.stateDir,
-    manifest: (fields) => resolveManifest(ctx, { ...fields, replicas: String(fields.replicas) }),
+    manifest: ({ maxLearners, ...fields }) => resolveManifest(ctx, { ...fields, replicas: String(fields.replicas), ...(maxLearners === undefined ? {} : { maxLearners: String(maxLearners) }) }),
     reconcile: (manifest, timeoutMs) => reconcileManifest(ctx, manifest, timeoutMs),
     // Its own cluster: the lease is taken at once, even from a run interrupted by a signal.
     destroy: async (manifest) => {
@@ -122,7 +127,8 @@ function renderResult(result: BenchResult): string {
   const s = result.settings;
   const c = result.calibration;
   const modeRows = Object.entries(result.modes).map(([mode, m]) => [mode, fmt(m.seconds), fmt(m.boundSeconds), fmt(m.efficiency, 3), fmt(m.speedup), String(m.refusals), fmt(m.promotionLatency.medianSeconds, 3), fmt(m.promotionLatency.maxSeconds, 3)]);
-  const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), fmt(r.serial?.seconds ?? null), fmt(r.parallel?.seconds ?? null), fmt(r.parallel?.boundSeconds ?? null), fmt(r.guarded?.seconds ?? null), fmt(r.guarded?.boundSeconds ?? null), fmt(r.speedup), fmt(r.efficiency, 3)]);
+  const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), ...s.modes.flatMap((mode) => [fmt(r[mode]?.seconds ?? null), fmt(r[mode]?.boundSeconds ?? null)]), fmt(r.speedup), fmt(r.efficiency, 3)]);
+  const runColumns = s.modes.flatMap((mode) => [`${mode.toUpperCase()} s`, 'BOUND s']);
   const lines = [
     `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
@@ -130,7 +136,7 @@ function renderResult(result: BenchResult): string {
     '',
     renderTable([['MODE', 'SECONDS', 'BOUND s', 'EFFICIENCY', 'SPEEDUP', 'REFUSALS', 'PROMOTION MEDIAN s', 'MAX s'], ...modeRows], { right: [1, 2, 3, 4, 5, 6, 7] }),
     '',
-    renderTable([['RUN', 'ORDER', 'SERIAL s', 'PARALLEL s', 'BOUND s', 'GUARDED s', 'BOUND s', 'SPEEDUP', 'EFFICIENCY'], ...runRows], { right: [2, 3, 4, 5, 6, 7, 8] }),
+    renderTable([['RUN', 'ORDER', ...runColumns, 'SPEEDUP', 'EFFICIENCY'], ...runRows], { right: Array.from({ length: runColumns.length + 2 }, (_, i) => i + 2) }),
     'medians over runs; promotion latency = learner caught up to listed as a voter, seen from outside',
   ];
   if (result.modelErrors > 0) lines.push(`MODEL ERROR: ${String(result.modelErrors)} run(s) finished before their bound (efficiency above 1): the bound's model or calibration is wrong`);
