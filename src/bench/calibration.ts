@@ -26,6 +26,9 @@ export interface Calibration {
    */
   initSeconds: number;
   joinSeconds: number;
+  /** With a keyspace: the bytes written, and one learner's join that had them to catch up (add to promoted). */
+  keyspaceBytes: number | null;
+  catchUpSeconds: number | null;
 }
 
 export interface CalibrationWorld {
@@ -36,6 +39,8 @@ export interface CalibrationWorld {
   version: string;
   /** false: members start with --strict-reconfig-check=false (etcd's add/remove checks off). */
   strictReconfigCheck?: boolean;
+  /** The runs' keyspace: written into a fresh 1-member cluster before one more join is timed. */
+  keyspace?: { bytes: number; write: (endpoints: string[]) => Promise<unknown> };
 }
 
 const POLL_MS = 20;
@@ -132,6 +137,14 @@ export async function calibrate(world: CalibrationWorld, samples = 5): Promise<C
   if (leader === undefined) throw new Error('calibration needs at least one sample');
   const joins: number[] = [];
   for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, initToken(samples)));
+  let catchUpSeconds: number | null = null;
+  if (world.keyspace !== undefined) {
+    // A cluster of its own, so the keyspace is written to one member only, as in the runs.
+    const ordinal = 2 * samples + 1;
+    const { infra } = await initSample(world, ordinal);
+    await world.keyspace.write([infra.clientURL]);
+    catchUpSeconds = await joinSample(world, ordinal + 1, infra, initToken(ordinal));
+  }
   return {
     version: world.version,
     addRule: addRuleFor(world.version),
@@ -139,5 +152,7 @@ export async function calibrate(world: CalibrationWorld, samples = 5): Promise<C
     joinSamplesSeconds: joins,
     initSeconds: Math.min(...inits),
     joinSeconds: Math.min(...joins),
+    keyspaceBytes: world.keyspace?.bytes ?? null,
+    catchUpSeconds,
   };
 }

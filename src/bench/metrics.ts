@@ -89,7 +89,8 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
       return readyAt === undefined ? [] : [seconds(Math.max(0, readyAt - boundT0))];
     }),
     initSeconds: calibration.initSeconds,
-    joinSeconds: calibration.joinSeconds,
+    // With a keyspace every learner has it to catch up: the calibrated join that had the same.
+    joinSeconds: evidence.stages !== undefined && calibration.catchUpSeconds !== null ? calibration.catchUpSeconds : calibration.joinSeconds,
     // Guarded members run with etcd's check off: the "no add rule" bound, whatever the version.
     addRule: evidence.strategy === 'guarded' || evidence.strategy === 'guarded-learners' ? ('none' as const) : calibration.addRule,
     connectedSeconds: PEER_CONNECTED_SECONDS,

@@ -83,12 +83,14 @@ function ownClient(host: BenchHost, manifest: ControlPlane): Etcd3Admin {
   return new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
 }
 
-async function calibration(host: BenchHost, version: string): Promise<Calibration> {
+async function calibration(host: BenchHost, version: string, keyspaceBytes: number | undefined): Promise<Calibration> {
   const manifest = await host.manifest({ name: 'bench-calibration', replicas: 1, provisioningDelay: '0s', version });
   const admin = ownClient(host, manifest);
   const provider = host.provider(manifest);
+  const tls = provider.clientTls(manifest.metadata.name);
+  const keyspace = keyspaceBytes === undefined ? undefined : { bytes: keyspaceBytes, write: (endpoints: string[]) => preloadKeys(endpoints, keyspaceBytes, tls === undefined ? undefined : readTlsCredentials(tls)) };
   try {
-    return await calibrate({ provider, admin, cluster: manifest.metadata.name, version });
+    return await calibrate({ provider, admin, cluster: manifest.metadata.name, version, ...(keyspace === undefined ? {} : { keyspace }) });
   } finally {
     await admin.close();
     await provider.destroyCluster(manifest.metadata.name);
@@ -214,8 +216,8 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
   if (compareVersions(version, '3.6.0') < 0 && options.modes.some((m) => MODE_FIELDS[m].maxLearners === 'auto')) {
     throw new InvalidInputError([`--modes: learners and guarded-learners need etcd 3.6 or later (--max-learners), got version ${version}`]);
   }
-  progress(`calibrating init and join on etcd ${version}`);
-  const cal = await calibration(host, version);
+  progress(`calibrating init and join on etcd ${version}${options.preloadBytes === undefined ? '' : `, and a join with the ${String(options.preloadBytes)}-byte keyspace to catch up`}`);
+  const cal = await calibration(host, version, options.preloadBytes);
   const runs: BenchRun[] = [];
   for (let run = 1; run <= options.runs; run++) {
     // Alternate which strategy goes first, so a warm page cache or a drifting host favours neither.
