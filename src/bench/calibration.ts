@@ -47,12 +47,14 @@ const POLL_MS = 20;
 /** The cluster token of the 1-member cluster initialised on machine `ordinal`. */
 export const initToken = (ordinal: number): string => `calibration-${String(ordinal)}`;
 const WAIT_MS = 60_000;
+/** A learner with a large keyspace to catch up answers nothing for minutes on a small host. */
+const CATCH_UP_WAIT_MS = 15 * 60_000;
 const IN_SYNC_ENTRIES = 10;
 /** Answers that mean "not yet": the add rule, a learner not in sync, a member still starting. */
 const NOT_YET = new Set(['UnhealthyCluster', 'NotEnoughStartedMembers', 'NotInSync', 'Unreachable', 'Timeout', 'LearnerRpc']);
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + WAIT_MS;
+async function until<T>(what: string, probe: () => Promise<T | undefined>, waitMs = WAIT_MS): Promise<T> {
+  const deadline = Date.now() + waitMs;
   for (;;) {
     try {
       const value = await probe();
@@ -96,7 +98,7 @@ export async function initSample(world: CalibrationWorld, ordinal: number): Prom
  * Adds (retrying while etcd's rule refuses), starts, waits in sync and promotes a learner on a new
  * machine; returns AddLearner accepted to promoted. `token` is the leader's cluster token.
  */
-export async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string): Promise<number> {
+export async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string, waitMs = WAIT_MS): Promise<number> {
   const infra = await machine(world, ordinal);
   let started = 0;
   const { member, members } = await until('the learner add accepted', async () => {
@@ -113,10 +115,14 @@ export async function joinSample(world: CalibrationWorld, ordinal: number, leade
     maxLearners: 1,
     ...(world.strictReconfigCheck === false ? { strictReconfigCheck: false } : {}),
   });
-  await until('the learner in sync', async () => {
-    const [mine, lead] = await Promise.all([world.admin.status(infra.clientURL), world.admin.status(leader.clientURL)]);
-    return mine.raftAppliedIndex >= lead.raftAppliedIndex - IN_SYNC_ENTRIES ? true : undefined;
-  });
+  await until(
+    'the learner in sync',
+    async () => {
+      const [mine, lead] = await Promise.all([world.admin.status(infra.clientURL), world.admin.status(leader.clientURL)]);
+      return mine.raftAppliedIndex >= lead.raftAppliedIndex - IN_SYNC_ENTRIES ? true : undefined;
+    },
+    waitMs,
+  );
   await until('the promotion', async () => {
     await world.admin.promoteLearner([leader.clientURL], member.id);
     return true;
@@ -143,7 +149,7 @@ export async function calibrate(world: CalibrationWorld, samples = 5): Promise<C
     const ordinal = 2 * samples + 1;
     const { infra } = await initSample(world, ordinal);
     await world.keyspace.write([infra.clientURL]);
-    catchUpSeconds = await joinSample(world, ordinal + 1, infra, initToken(ordinal));
+    catchUpSeconds = await joinSample(world, ordinal + 1, infra, initToken(ordinal), CATCH_UP_WAIT_MS);
   }
   return {
     version: world.version,

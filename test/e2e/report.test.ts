@@ -93,7 +93,7 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     const scale = await env.run(['scale', 'tl', '--replicas', '3', '--timeout', '90s', '-o', 'json']);
     assert.equal(scale.code, 0, scale.stderr);
 
-    const bench = await env.run(['bench', '--replicas', '3', '--provisioning-delay', '1s', '--timeout', '90s', '-o', 'json']);
+    const bench = await env.run(['bench', '--replicas', '3', '--provisioning-delay', '1s', '--modes', 'serial,parallel,guarded,learners', '--timeout', '90s', '-o', 'json']);
     assert.equal(bench.code, 0, bench.stderr);
     const result = JSON.parse(bench.stdout) as BenchResult;
     for (const key of ['serialSeconds', 'parallelSeconds', 'boundSeconds', 'speedup', 'efficiency'] as const) {
@@ -102,11 +102,14 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     }
     assert.equal(result.runs.length, 1);
     const run = result.runs[0]!;
-    assert.deepEqual([...run.order].sort(), ['guarded', 'parallel', 'serial']);
+    assert.deepEqual([...run.order].sort(), ['guarded', 'learners', 'parallel', 'serial']);
     const parallel = run.parallel!;
     assert.equal(parallel.machines.length, 3);
-    assert.deepEqual(Object.keys(result.modes), ['serial', 'parallel', 'guarded'], 'the three default modes, side by side');
+    assert.deepEqual(Object.keys(result.modes), ['serial', 'parallel', 'guarded', 'learners'], 'the modes asked for, side by side');
     assert.ok((result.modes.guarded?.seconds ?? 0) > 0, 'the guarded mode ran');
+    // Each bound takes the learner limit the members ran: one for parallel, etcd 3.6's 8 for learners.
+    assert.equal(parallel.bound.inputs.learnerLimit, 1);
+    assert.equal(run.learners?.bound.inputs.learnerLimit, 8);
     // The bound comes from a calibration on another cluster, never from the run; a run beating it is
     // reported as a model error with its efficiency above 1, not clipped.
     assert.ok(result.calibration.initSamplesSeconds.length >= 5 && result.calibration.joinSamplesSeconds.length >= 5, 'at least 5 calibration samples each');
@@ -153,7 +156,7 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     assert.ok(count(all, 'class="marker" data-action="RemoveMember"') >= 2, 'a RemoveMember marker per removed machine');
     for (const legend of ['provisioning', 'gate', 'learner', 'voter', 'deleting', 'AddLearner', 'PromoteLearner']) assert.match(dom.stdout, new RegExp(`data-legend="${legend}"`));
     assert.match(dom.stdout, /<section id="comparison">/, 'the bench comparison is in the report');
-    for (const mode of ['serial', 'parallel', 'guarded']) assert.match(dom.stdout, new RegExp(`<tr data-mode="${mode}"><td>${mode}</td><td>\\d`), `the ${mode} figures`);
+    for (const mode of ['serial', 'parallel', 'guarded', 'learners']) assert.match(dom.stdout, new RegExp(`<tr data-mode="${mode}"><td>${mode}</td><td>\\d`), `the ${mode} figures`);
     assert.equal(rowsOf(dom.stdout, 'bench-serial').size, 3);
     assert.equal(rowsOf(dom.stdout, 'bench-parallel').size, 3);
 
