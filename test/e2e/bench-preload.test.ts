@@ -17,6 +17,10 @@ describe('fastplane bench --preload on real etcd', { timeout: 300_000 }, () => {
     const bench = await env.run(['bench', '--modes', 'serial,parallel', '--replicas', '3', '--provisioning-delay', '1s', '--preload', '48MB', '--timeout', '150s', '-o', 'json']);
     assert.equal(bench.code, 0, bench.stderr);
     const result = JSON.parse(bench.stdout) as BenchResult;
+    console.log(`calibration: ${JSON.stringify(result.calibration)}`);
+    // The calibration timed a join with the same keyspace, or gave it up after 90 s (etcd's publish spin).
+    assert.equal(result.calibration.keyspaceBytes, preloadBytes);
+    assert.ok(result.calibration.catchUpSeconds === null || result.calibration.catchUpSeconds > 0);
     const preload = result.preload;
     assert.ok(preload, 'a preload run reports its catch-up figures');
     assert.equal(preload.bytes, preloadBytes);
