@@ -270,3 +270,16 @@ test('a machine is out of reach, never gone, from another state dir sharing the 
   assert.equal(await elsewhere.describe('homes', 'h1'), undefined, 'gone once its home destroyed it');
   assert.deepEqual(await shared.listDocuments('local-process/homes'), [], 'nothing of the cluster left in the store');
 });
+
+test('a machine created under a deleted machine\'s name gets new certificates, not the deleted one\'s', async () => {
+  const stateDir = newStateDir();
+  const provider = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, store: new MemoryStateStore() });
+  const serverCert = (): string => readFileSync(join(stateDir, 'clusters', 'reuse', 'machines', 'm4', 'pki', 'server.crt'), 'utf8');
+  await provider.create({ cluster: 'reuse', name: 'm4', ordinal: 4 });
+  const first = serverCert();
+  await provider.delete('reuse', 'm4');
+  assert.equal(await provider.describe('reuse', 'm4'), undefined);
+  await provider.create({ cluster: 'reuse', name: 'm4', ordinal: 4 });
+  assert.notEqual(serverCert(), first, 'a new key and certificate for the new machine');
+  await provider.destroyCluster('reuse');
+});

@@ -237,7 +237,9 @@ export class LocalProcessProvider implements MachineProvider {
     }
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
-    await rm(this.machineDir(cluster, name), { recursive: true, force: true });
+    // Its certificates go from the record store too: a later machine given the freed name gets new
+    // keys from the CA of that day, never a key (or a retired CA's certificate) of the one deleted.
+    await this.pki.forgetMember(cluster, name, () => rm(this.machineDir(cluster, name), { recursive: true, force: true }));
     await this.homes.forget(this.state(cluster), name);
   }
 
