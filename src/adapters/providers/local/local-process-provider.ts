@@ -34,10 +34,7 @@ import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
  * with the cluster's CA in `${stateDir}/clusters/<cluster>/pki/`, unless the provider is insecure.
  */
 
-/**
- * Certificates are issued only when a machine is created or renewed; the x509 library behind them is
- * loaded then, not by every command that merely reads the provider's records (`status`).
- */
+/** Certificates are issued only at a machine's creation or renewal: the x509 library loads then, not for `status`. */
 
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
@@ -237,8 +234,7 @@ export class LocalProcessProvider implements MachineProvider {
     }
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
-    // Its certificates go from the record store too: a later machine given the freed name gets new
-    // keys from the CA of that day, never a key (or a retired CA's certificate) of the one deleted.
+    // Its certificates leave the store too: a machine given the freed name gets new keys from today's CA.
     await this.pki.forgetMember(cluster, name, () => rm(this.machineDir(cluster, name), { recursive: true, force: true }));
     await this.homes.forget(this.state(cluster), name);
   }
