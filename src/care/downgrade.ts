@@ -42,6 +42,25 @@ async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], what: 
   }
 }
 
+/**
+ * Right after a rollout every member may run the higher minor while the cluster version is still the
+ * lower one: the leader raises it at its next version check, seconds later. Read then, a downgrade
+ * would look enabled already and restart members without enabling it, racing that raise. So a cluster
+ * version below every member's is given RAISE_WAIT_MS to rise; one that stays there is a downgrade
+ * enabled before (a rerun), and the job carries on from it.
+ */
+const RAISE_WAIT_MS = 10_000;
+
+async function settledVersions(deps: DowngradeDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
+  const deadline = deps.clock.now() + RAISE_WAIT_MS;
+  for (;;) {
+    const seen = await versionsOf(deps, voters);
+    const lowest = seen.map((v) => minorOf(v.server)).sort(compareVersions)[0];
+    if (lowest === undefined || seen.every((v) => minorOf(v.cluster) === lowest) || deps.clock.now() >= deadline) return seen;
+    await deps.clock.sleep(500);
+  }
+}
+
 function machineOf(deps: DowngradeDeps, voter: VoterHealth): MachineRecord {
   const machine = voter.member.peerURLs.map((url) => deps.machines.find((m) => m.peerURL === url)).find((m) => m !== undefined);
   if (!machine) throw new BlockedError(`member ${voter.member.name || voter.member.id} has no machine on record`);
@@ -70,7 +89,7 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
     deps.onNote(text);
   };
   if (tools !== undefined) {
-    const before = await versionsOf(deps, voters);
+    const before = await settledVersions(deps, voters);
     if (before.some((v) => minorOf(v.cluster) !== target)) {
       await deps.downgrade.run('validate', endpoints, target, tools);
       await deps.lease.verify();
