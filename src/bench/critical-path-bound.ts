@@ -86,13 +86,13 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
   }
   const limit = Math.max(1, inputs.learnerLimit ?? 1);
   const joins: BoundJoin[] = [];
-  // freeAt: when the cluster may take the next add (init done, the previous add made); lastPromotedAt:
-  // promotions go one at a time; slots: when each learner slot frees (its learner promoted).
+  // freeAt: when the cluster may take the next add (init done, the previous add made); promotedTimes:
+  // when each learner slot freed (its learner promoted), so with a limit of 1 an add waits for the last.
   let lastPromotedAt = freeAt;
   const promotedTimes: number[] = [];
   for (const { at, machine } of ready) {
     const slotFreeAt = promotedTimes.length < limit ? -Infinity : (promotedTimes[promotedTimes.length - limit] ?? -Infinity);
-    const otherwise = Math.max(limit === 1 ? lastPromotedAt : freeAt, slotFreeAt, at);
+    const otherwise = Math.max(freeAt, slotFreeAt, at);
     // etcd's add rule counts voting members only: a learner counts from its promotion on.
     let addAt = otherwise;
     for (let settled = false; !settled; ) {
