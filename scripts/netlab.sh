@@ -10,6 +10,8 @@
 #   netlab.sh oneway A B       drop traffic from set A to set B only (B still reaches A)
 #   netlab.sh loss PCT [A]     drop PCT% of the packets each host in A (default: all) receives
 #   netlab.sh rate RATE [A]    limit what each host in A sends to RATE (tc tbf, e.g. 1mbit)
+#   netlab.sh inrate RATE [A]  limit what each host in A receives to RATE (tc tbf on its bridge port,
+#                              e.g. 100mbit): a host's own NIC, as the bench's --host-bandwidth
 #   netlab.sh heal             remove every fault
 #
 # A host set is a comma-separated list of host numbers (1..N) or `fp` for fastplane's side (the bridge
@@ -213,6 +215,7 @@ heal() {
   for i in $(seq 1 "$(count)"); do
     ip netns exec "$(ns "$i")" nft delete table inet fpl 2>/dev/null || true
     ip netns exec "$(ns "$i")" tc qdisc del dev eth0 root 2>/dev/null || true
+    tc qdisc del dev "fpl-$LAB-v$i" root 2>/dev/null || true
   done
 }
 
@@ -238,6 +241,14 @@ case "$cmd" in
       [ "$h" = fp ] && die "rate applies to hosts, not fp"
       ip netns exec "$(ns "$h")" tc qdisc replace dev eth0 root tbf rate "$1" burst 32kbit latency 400ms
     done ;;
+  inrate)
+    [ -n "${1:-}" ] || die "inrate needs a rate such as 100mbit"
+    for h in $(hosts_of "${2:-all}"); do
+      [ "$h" = fp ] && die "inrate applies to hosts, not fp"
+      # The bridge port's egress is the host's ingress. The burst covers a timer tick at 1gbit, so
+      # the rate is reached; the latency bounds the queue.
+      tc qdisc replace dev "fpl-$LAB-v$h" root tbf rate "$1" burst 4mbit latency 100ms
+    done ;;
   heal) heal ;;
-  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac

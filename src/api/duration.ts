@@ -32,6 +32,11 @@ export function parseDurationRange(text: string): DurationRange | undefined {
   return { minMs, maxMs };
 }
 
+/** A delay drawn uniformly from the range; `random` in [0, 1) (injected, so tests can fix it). */
+export function drawDuration(range: DurationRange, random: () => number): number {
+  return range.minMs + Math.round((range.maxMs - range.minMs) * random());
+}
+
 /** Renders milliseconds the way users write them (`1.5s`, `2m`), for messages and status. */
 export function formatDuration(ms: number): string {
   if (ms < 1000) return `${String(Math.round(ms))}ms`;

@@ -32,6 +32,11 @@ export interface Calibration {
    */
   keyspaceBytes: number | null;
   catchUpSeconds: number | null;
+  /**
+   * With a keyspace: the leader streaming its whole database to `streams` readers at once over links
+   * with no limit (etcd's snapshot call): what it can send in all, whatever the learners' links.
+   */
+  leaderOutbound: { streams: number; bytesPerStream: number; seconds: number; bytesPerSecond: number } | null;
 }
 
 export interface CalibrationWorld {
@@ -42,11 +47,17 @@ export interface CalibrationWorld {
   version: string;
   /** false: members start with --strict-reconfig-check=false (etcd's add/remove checks off). */
   strictReconfigCheck?: boolean;
-  /** The runs' keyspace: written into a fresh 1-member cluster before one more join is timed. */
-  keyspace?: { bytes: number; write: (endpoints: string[]) => Promise<unknown> };
+  /**
+   * The runs' keyspace: written into a fresh 1-member cluster, whose database is then streamed to
+   * `streams` readers at once (`streamDatabase` resolves with the bytes), before one more join is timed.
+   */
+  keyspace?: { bytes: number; write: (endpoints: string[]) => Promise<unknown>; streams: number; streamDatabase: (endpoint: string) => Promise<number> };
 }
 
 const POLL_MS = 20;
+const SAMPLES = 5;
+/** Machines the calibration holds at once: the kept init, its joins, and the keyspace cluster's two. */
+export const CALIBRATION_PEAK_MACHINES = SAMPLES + 3;
 /** The cluster token of the 1-member cluster initialised on machine `ordinal`. */
 export const initToken = (ordinal: number): string => `calibration-${String(ordinal)}`;
 const WAIT_MS = 60_000;
@@ -140,8 +151,17 @@ export async function joinSample(world: CalibrationWorld, ordinal: number, leade
   return seconds(Date.now() - started);
 }
 
+/** The leader's database streamed to several readers at once: bytes in all over the time the last took. */
+async function outboundRate(keyspace: NonNullable<CalibrationWorld['keyspace']>, endpoint: string): Promise<NonNullable<Calibration['leaderOutbound']>> {
+  const started = Date.now();
+  const sizes = await Promise.all(Array.from({ length: keyspace.streams }, () => keyspace.streamDatabase(endpoint)));
+  const elapsed = Math.max(1, Date.now() - started) / 1000;
+  const total = sizes.reduce((a, b) => a + b, 0);
+  return { streams: keyspace.streams, bytesPerStream: Math.max(...sizes), seconds: seconds(elapsed * 1000), bytesPerSecond: Math.round(total / elapsed) };
+}
+
 /** `samples` inits (the last one kept as the leader), then `samples` joins into its cluster. */
-export async function calibrate(world: CalibrationWorld, samples = 5): Promise<Calibration> {
+export async function calibrate(world: CalibrationWorld, samples = SAMPLES): Promise<Calibration> {
   const inits: number[] = [];
   let leader: MachineInfra | undefined;
   for (let i = 1; i <= samples; i++) {
@@ -154,11 +174,13 @@ export async function calibrate(world: CalibrationWorld, samples = 5): Promise<C
   const joins: number[] = [];
   for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, initToken(samples)));
   let catchUpSeconds: number | null = null;
+  let leaderOutbound: Calibration['leaderOutbound'] = null;
   if (world.keyspace !== undefined) {
     // A cluster of its own, so the keyspace is written to one member only, as in the runs.
     const ordinal = 2 * samples + 1;
     const { infra } = await initSample(world, ordinal);
     await world.keyspace.write([infra.clientURL]);
+    leaderOutbound = await outboundRate(world.keyspace, infra.clientURL);
     catchUpSeconds = await joinSample(world, ordinal + 1, infra, initToken(ordinal), CATCH_UP_WAIT_MS).catch((error: unknown) => {
       if (error instanceof CalibrationTimeout) return null;
       throw error;
@@ -173,5 +195,6 @@ export async function calibrate(world: CalibrationWorld, samples = 5): Promise<C
     joinSeconds: Math.min(...joins),
     keyspaceBytes: world.keyspace?.bytes ?? null,
     catchUpSeconds,
+    leaderOutbound,
   };
 }

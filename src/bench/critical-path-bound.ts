@@ -11,6 +11,9 @@
  *  - with a limit L above 1 (etcd 3.6 `--max-learners`), an add waits for a free learner slot (fewer
  *    than L learners not yet promoted) instead of the previous promotion, and adds still go one after
  *    another; promotions stay one at a time, each `join` after its own add at the earliest;
+ *  - with a keyspace, every learner receives the leader's whole database as a snapshot, and the
+ *    leader cannot send faster than its calibrated outbound rate (several readers at once): the n-th
+ *    promotion comes no sooner than n snapshots' bytes after the first add;
  *  - a new voter counts as connected to the leader from its add, the earliest its peer link can exist,
  *    which keeps the bound a lower bound;
  *  - machines join in the order they became ready (all joins cost the same, so this is optimal).
@@ -41,6 +44,8 @@ export interface BoundInputs {
   existingVoters: number;
   /** The most learners etcd accepts at once (1 below etcd 3.6); absent means 1. */
   learnerLimit?: number;
+  /** With a keyspace: each learner's snapshot and the leader's calibrated outbound rate; absent: no such term. */
+  leaderSend?: { bytesPerLearner: number; bytesPerSecond: number };
 }
 
 export interface BoundJoin {
@@ -101,7 +106,9 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
       settled = allowed <= addAt;
       addAt = Math.max(addAt, allowed);
     }
-    const promotedAt = Math.max(addAt + inputs.joinSeconds, lastPromotedAt);
+    const firstAddAt = joins[0]?.addAt ?? addAt;
+    const sent = inputs.leaderSend === undefined ? -Infinity : firstAddAt + ((joins.length + 1) * inputs.leaderSend.bytesPerLearner) / inputs.leaderSend.bytesPerSecond;
+    const promotedAt = Math.max(addAt + inputs.joinSeconds, lastPromotedAt, sent);
     joins.push({ machine, addAt: round(addAt), promotedAt: round(promotedAt), ruleWaitSeconds: round(addAt - otherwise) });
     promotedTimes.push(promotedAt);
     freeAt = addAt;

@@ -1,5 +1,5 @@
 import type { EventRecord, MachinePhase, MachineRecord } from '../domain/machine.ts';
-import type { MachineFacts } from '../adapters/providers/local/local-machine.ts';
+import type { MachineFacts } from '../ports/machine-provider.ts';
 import { learnerLimitInForce } from '../domain/learner-limit.ts';
 import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound.ts';
 import type { Calibration } from './calibration.ts';
@@ -97,6 +97,9 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     existingVoters: scale?.existingVoters ?? 0,
     // What the members ran (--max-learners recorded at each start), not what the mode asked for.
     learnerLimit: records.length === 0 ? 1 : learnerLimitInForce(Number.POSITIVE_INFINITY, records),
+    ...(evidence.stages !== undefined && calibration.leaderOutbound !== null
+      ? { leaderSend: { bytesPerLearner: calibration.leaderOutbound.bytesPerStream, bytesPerSecond: calibration.leaderOutbound.bytesPerSecond } }
+      : {}),
   };
   const bound = criticalPathBound(inputs);
   const boundSeconds = seconds((upBound + bound.seconds) * 1000);

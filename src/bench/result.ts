@@ -147,7 +147,8 @@ export interface BenchResult extends BenchFigures {
   startedAt: string;
   finishedAt: string;
   host: HostInfo;
-  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; modes: Strategy[] };
+  /** `hostBandwidth`: each host's inbound link on the network lab; null (or absent, in older results) on loopback. */
+  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; modes: Strategy[]; hostBandwidth?: string | null };
   /** The headline figures above are these medians over runs. */
   medians: BenchFigures;
   /** Per strategy run (`--modes`), the same figures side by side. */

@@ -2,12 +2,12 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { compareVersions } from '../api/versions.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
-import type { MachineFacts } from '../adapters/providers/local/local-machine.ts';
-import type { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
+import { Writable } from 'node:stream';
+import { Etcd3Maintenance } from '../adapters/etcd/etcd3-maintenance.ts';
+import type { MachineFacts, MachineProvider } from '../ports/machine-provider.ts';
 import type { EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { Convergence } from '../reconciler/converge.ts';
 import { calibrate, type Calibration } from './calibration.ts';
-import { memberLog } from './etcd-log.ts';
 import { hostInfo } from './host-info.ts';
 import { summarizeRun, type RunEvidence } from './metrics.ts';
 import { preloadKeys, summarizePreload } from './preload.ts';
@@ -31,6 +31,8 @@ export interface BenchOptions {
   timeoutMs: number;
   /** The strategies to run, each once per run. */
   modes: Strategy[];
+  /** Each host's inbound link on the network lab (tc rate), or undefined on this host's loopback. */
+  hostBandwidth: string | undefined;
 }
 
 /** How one reconcile of a spec ended (epoch ms). */
@@ -61,7 +63,9 @@ export interface BenchHost {
   /** Like `fastplane down`: every member stopped by PID, data and records gone. */
   destroy(manifest: ControlPlane): Promise<void>;
   records(cluster: string): Promise<{ machines: MachineRecord[]; events: EventRecord[] }>;
-  provider(manifest: ControlPlane): LocalProcessProvider;
+  provider(manifest: ControlPlane): MachineProvider;
+  /** A member's etcd log, wherever its machine keeps it; null when it cannot be read. */
+  memberLog(cluster: string, machine: string): string | null;
 }
 
 export class BenchRunFailed extends Error {
@@ -83,15 +87,39 @@ function ownClient(host: BenchHost, manifest: ControlPlane): Etcd3Admin {
   return new Etcd3Admin(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
 }
 
-async function calibration(host: BenchHost, version: string, keyspaceBytes: number | undefined): Promise<Calibration> {
+/** How many bytes `stream` wrote, counted and dropped. */
+async function streamedBytes(stream: (sink: Writable) => Promise<void>): Promise<number> {
+  let bytes = 0;
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      bytes += chunk.length;
+      done();
+    },
+  });
+  await stream(sink);
+  return bytes;
+}
+
+/** `learnersAtOnce`: the most learners a run's leader may feed at once, the readers its outbound rate is measured with. */
+async function calibration(host: BenchHost, version: string, keyspaceBytes: number | undefined, learnersAtOnce: number): Promise<Calibration> {
   const manifest = await host.manifest({ name: 'bench-calibration', replicas: 1, provisioningDelay: '0s', version });
   const admin = ownClient(host, manifest);
   const provider = host.provider(manifest);
   const tls = provider.clientTls(manifest.metadata.name);
-  const keyspace = keyspaceBytes === undefined ? undefined : { bytes: keyspaceBytes, write: (endpoints: string[]) => preloadKeys(endpoints, keyspaceBytes, tls === undefined ? undefined : readTlsCredentials(tls)) };
+  const maintenance = new Etcd3Maintenance(tls === undefined ? {} : { credentials: () => readTlsCredentials(tls) });
+  const keyspace =
+    keyspaceBytes === undefined
+      ? undefined
+      : {
+          bytes: keyspaceBytes,
+          write: (endpoints: string[]) => preloadKeys(endpoints, keyspaceBytes, tls === undefined ? undefined : readTlsCredentials(tls)),
+          streams: learnersAtOnce,
+          streamDatabase: (endpoint: string) => streamedBytes((sink) => maintenance.snapshot(endpoint, sink)),
+        };
   try {
     return await calibrate({ provider, admin, cluster: manifest.metadata.name, version, ...(keyspace === undefined ? {} : { keyspace }) });
   } finally {
+    await maintenance.close();
     await admin.close();
     await provider.destroyCluster(manifest.metadata.name);
   }
@@ -152,7 +180,7 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
       events,
       facts,
       watched,
-      logs: new Map(machines.map((m) => [m.name, memberLog(host.stateDir, name, m.name)])),
+      logs: new Map(machines.map((m) => [m.name, host.memberLog(name, m.name)])),
       scaleFrom: last === up ? null : { t0: last.startedAt, existingVoters: 1 },
       ...(stages === undefined ? {} : { stages }),
     };
@@ -217,7 +245,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     throw new InvalidInputError([`--modes: learners and guarded-learners need etcd 3.6 or later (--max-learners), got version ${version}`]);
   }
   progress(`calibrating init and join on etcd ${version}${options.preloadBytes === undefined ? '' : `, and a join with the ${String(options.preloadBytes)}-byte keyspace to catch up`}`);
-  const cal = await calibration(host, version, options.preloadBytes);
+  const cal = await calibration(host, version, options.preloadBytes, options.replicas - 1);
   const runs: BenchRun[] = [];
   for (let run = 1; run <= options.runs; run++) {
     // Alternate which strategy goes first, so a warm page cache or a drifting host favours neither.
@@ -245,7 +273,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     host: host0,
-    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, modes: options.modes },
+    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null },
     medians: headline,
     modes,
     calibration: cal,

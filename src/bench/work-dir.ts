@@ -17,9 +17,9 @@ export function prepareWorkDir(stateDir: string): string {
 /**
  * Stops the bench clusters when the user interrupts a bench: their members run detached otherwise.
  * Twice, because the reconcile loop is still running and may restart a member the first pass stopped.
- * Returns the function that removes the handlers.
+ * `after` runs once they are down (the bench's network lab removed). Returns the function that removes the handlers.
  */
-export function stopOnSignal(active: ReadonlySet<ControlPlane>, destroy: (manifest: ControlPlane) => Promise<void>, workDir: string): () => void {
+export function stopOnSignal(active: ReadonlySet<ControlPlane>, destroy: (manifest: ControlPlane) => Promise<void>, workDir: string, after: () => void = () => undefined): () => void {
   const onSignal = (signal: NodeJS.Signals): void => {
     process.stderr.write(`bench: ${signal}: stopping the bench clusters\n`);
     const manifests = [...active];
@@ -31,7 +31,10 @@ export function stopOnSignal(active: ReadonlySet<ControlPlane>, destroy: (manife
       .then(() => {
         rmSync(workDir, { recursive: true, force: true });
       })
-      .finally(() => process.exit(130));
+      .finally(() => {
+        after();
+        process.exit(130);
+      });
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);

@@ -7,8 +7,6 @@ import { parseDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import type { Etcd3Admin } from '../adapters/etcd/etcd3-admin.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
-import type { LocalProcessProvider } from '../adapters/providers/local/local-process-provider.ts';
-import { localProviderFor } from '../adapters/providers/local/local-provider-config.ts';
 import type { ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
 import { providerFor } from '../adapters/providers/registry.ts';
 import { ownIdentity } from '../adapters/host/process-identity.ts';
@@ -97,13 +95,6 @@ export class CliContext {
     const provider = providerFor(manifest, this.providerEnvironment());
     this.providers.set(name, provider);
     return provider;
-  }
-
-  /** The local provider: what only it can do (benchmarks, on this host) refuses other providers. */
-  localProvider(manifest: ControlPlane): LocalProcessProvider {
-    const { name } = manifest.spec.provider;
-    if (name !== 'local-process') throw new InvalidInputError([`spec.provider.name: this command needs provider local-process, not ${name}`]);
-    return localProviderFor(manifest, this.providerEnvironment());
   }
 
   private providerEnvironment(): ProviderEnvironment {

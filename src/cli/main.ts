@@ -189,6 +189,7 @@ export function buildProgram(): Command {
       'serial,parallel,guarded',
     )
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
+    .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host receiving at most this rate (tc tbf), e.g. 100mbit')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
     .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, async (ctx) => (await import('./commands/bench.ts')).benchCommand(ctx, flags)));

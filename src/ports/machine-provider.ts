@@ -78,6 +78,16 @@ export interface InfraProvider {
 /** Which rolling restart a CA rotation needs next: trust both CAs, re-issue from the new one, drop the old. */
 export type CaRotationPhase = 'trust' | 'reissue' | 'drop';
 
+/** What a provider itself recorded about a machine (the bench reads ready times from here, not from reconcile passes). */
+export interface MachineFacts {
+  name: string;
+  clientURL: string;
+  peerURL: string;
+  createdAt: number;
+  /** When the provider let the machine finish provisioning (epoch ms). */
+  readyAt: number;
+}
+
 /**
  * A provider whole, as every caller but the reconcile loop needs it: the machines' lifecycle, the
  * cluster's certificates and CA rotation, and the cluster's teardown. Each provider implements all of
@@ -98,6 +108,8 @@ export interface MachineProvider extends InfraProvider {
   advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void>;
   /** The names of the cluster's machines this provider knows of. */
   machineNames(cluster: string): Promise<string[]>;
+  /** Each machine's facts, read without side effects (a provider that cannot tell a machine's ready time yet leaves it out). */
+  machineFacts(cluster: string): Promise<MachineFacts[]>;
   /** `fastplane down`: every machine deleted, then the cluster's provider state (its CA too). */
   destroyCluster(cluster: string): Promise<void>;
   /** Closes connections; the provider is not used afterwards. */

@@ -2,7 +2,7 @@ import { InvalidInputError } from '../api/errors.ts';
 import { quorum } from '../domain/quorum.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { CreateMachineRequest, MachineInfra, MemberLaunch } from '../ports/machine-provider.ts';
-import { drawDuration } from './random.ts';
+import { drawDuration } from '../api/duration.ts';
 import { MAX_ORDINAL, type ModelMachine, type ModelMember, type ModelCluster, type ModelViolation, peerURLOf, clientURLOf, parseInitialCluster } from './model-types.ts';
 import { MEASURED_TIMINGS, type ModelTimings } from './model-timings.ts';
 
@@ -18,6 +18,7 @@ export abstract class ModelInfrastructure {
   initCount = 0;
   /** Membership changes (add, promote, remove, move leader) in flight now (invariant 3). */
   protected changesInFlight = 0;
+  protected joinStartsInFlight = 0;
   protected provisioningAlwaysFails = false;
 
   constructor(

@@ -31,3 +31,12 @@ test('--keyspace takes a size (--preload is its older name); both at once, or a 
   assert.throws(() => parseBenchFlags(flags({ keyspace: '1MB', preload: '1MB' })), /--keyspace and --preload are the same setting/);
   assert.throws(() => parseBenchFlags(flags({ keyspace: '2GiB' })), /--keyspace: must be a size from 1B to 1GiB/);
 });
+
+test('--host-bandwidth takes a tc rate; absent, the bench runs on loopback', () => {
+  assert.equal(parseBenchFlags(flags({ hostBandwidth: '100mbit' })).hostBandwidth, '100mbit');
+  assert.equal(parseBenchFlags(flags({ hostBandwidth: '1.5Gbit' })).hostBandwidth, '1.5Gbit');
+  assert.equal(parseBenchFlags(flags()).hostBandwidth, undefined);
+  for (const bad of ['100', '100 mbit', '100Mbit/s', 'fast', '-1mbit']) {
+    assert.throws(() => parseBenchFlags(flags({ hostBandwidth: bad })), new RegExp(`--host-bandwidth: must be a rate such as 100mbit .*got ${bad.replace('/', '\\/')}`));
+  }
+});

@@ -139,3 +139,18 @@ test('addRuleFor: the rule of each etcd version, none with the check off', () =>
 test('an empty run has a zero bound', () => {
   assert.equal(criticalPathBound({ ...fiveAt30('all-voters'), readySeconds: [] }).seconds, 0);
 });
+
+test("with a keyspace, the leader's outbound rate holds back the promotions of learners that share it", () => {
+  // 4 learners added together at 2; each catches up in 7 s on its own link. The leader sends 100 MB
+  // per learner at 40 MB/s in all: the n-th promotion needs n snapshots sent, 2 + 2.5 n.
+  const inputs = { readySeconds: [2, 2, 2, 2], initSeconds: 1, joinSeconds: 7, addRule: 'none' as const, connectedSeconds: 5, existingVoters: 1, learnerLimit: 8 };
+  const shared = criticalPathBound({ ...inputs, leaderSend: { bytesPerLearner: 100e6, bytesPerSecond: 40e6 } });
+  assert.deepEqual(
+    shared.joins.map((j) => j.promotedAt),
+    [9, 9, 9.5, 12],
+  );
+  // A leader fast enough for all of them changes nothing; with one learner at a time it never binds here.
+  assert.equal(criticalPathBound({ ...inputs, leaderSend: { bytesPerLearner: 100e6, bytesPerSecond: 1e9 } }).seconds, criticalPathBound(inputs).seconds);
+  const oneByOne = criticalPathBound({ ...inputs, learnerLimit: 1, leaderSend: { bytesPerLearner: 100e6, bytesPerSecond: 40e6 } });
+  assert.equal(oneByOne.seconds, criticalPathBound({ ...inputs, learnerLimit: 1 }).seconds);
+});

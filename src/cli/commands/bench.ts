@@ -1,11 +1,15 @@
 import { rmSync } from 'node:fs';
-import type { ControlPlane } from '../../api/control-plane.ts';
+import { validateControlPlane, type ControlPlane } from '../../api/control-plane.ts';
 import { parseDurationRange } from '../../api/duration.ts';
 import { InvalidInputError } from '../../api/errors.ts';
 import type { BenchResult, Strategy, StrategyRun } from '../../bench/result.ts';
 import { saveBenchResult } from '../../bench/result.ts';
 import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../../bench/runner.ts';
 import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
+import { BenchLab, benchLabNumber, isTcRate } from '../../bench/bench-lab.ts';
+import { CALIBRATION_PEAK_MACHINES } from '../../bench/calibration.ts';
+import { memberLog } from '../../bench/etcd-log.ts';
+import { NetLabError } from '../../bench/network-lab.ts';
 import { destroyUnderLease } from '../lease.ts';
 import { OUTCOME_EXIT, reconcileManifest } from '../reconcile.ts';
 import { parseTimeout, resolveManifest } from '../spec-flags.ts';
@@ -31,6 +35,8 @@ export interface BenchFlags {
   modes: string;
   timeout: string;
   output: string;
+  /** Run on the network lab, each host's inbound link limited to this tc rate. */
+  hostBandwidth?: string;
 }
 
 const STRATEGIES: readonly Strategy[] = ['serial', 'parallel', 'guarded', 'learners', 'guarded-learners'];
@@ -84,6 +90,9 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     }
   }
   const modes = parseModes(flags.modes, problems);
+  if (flags.hostBandwidth !== undefined && !isTcRate(flags.hostBandwidth)) {
+    problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit), got ${flags.hostBandwidth}`);
+  }
   if (flags.output !== 'json' && flags.output !== 'table') problems.push(`-o: must be json or table, got ${flags.output}`);
   let timeoutMs = 0;
   try {
@@ -93,21 +102,28 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     problems.push(...error.problems);
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, output: flags.output === 'json' ? 'json' : 'table' };
+  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, output: flags.output === 'json' ? 'json' : 'table' };
 }
 
-/** The bench's view of a CliContext: the one place bench touches the state store. */
-function hostOf(ctx: CliContext): BenchHost {
+/**
+ * The bench's view of a CliContext: the one place bench touches the state store. On a lab, every
+ * spec gets the lab's hosts as its ssh provider.
+ */
+function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
   return {
     stateDir: ctx.stateDir,
-    manifest: ({ maxLearners, ...fields }) => resolveManifest(ctx, { ...fields, replicas: String(fields.replicas), ...(maxLearners === undefined ? {} : { maxLearners: String(maxLearners) }) }),
+    manifest: async ({ maxLearners, ...fields }) => {
+      const manifest = await resolveManifest(ctx, { ...fields, replicas: String(fields.replicas), ...(maxLearners === undefined ? {} : { maxLearners: String(maxLearners) }) });
+      return lab === undefined ? manifest : validateControlPlane({ ...manifest, spec: { ...manifest.spec, provider: { ...manifest.spec.provider, ...lab.providerFields() } } });
+    },
     reconcile: (manifest, timeoutMs) => reconcileManifest(ctx, manifest, timeoutMs),
     // Its own cluster: the lease is taken at once, even from a run interrupted by a signal.
     destroy: async (manifest) => {
       await destroyUnderLease(ctx, manifest, { waitMs: 0, force: true });
     },
     records: async (cluster) => ({ machines: await ctx.store.listMachines(cluster), events: await ctx.store.listEvents(cluster) }),
-    provider: (manifest) => ctx.localProvider(manifest),
+    provider: (manifest) => ctx.provider(manifest),
+    memberLog: (cluster, machine) => (lab === undefined ? memberLog(ctx.stateDir, cluster, machine) : lab.memberLog(cluster, machine)),
   };
 }
 
@@ -130,9 +146,9 @@ function renderResult(result: BenchResult): string {
   const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), ...s.modes.flatMap((mode) => [fmt(r[mode]?.seconds ?? null), fmt(r[mode]?.boundSeconds ?? null)]), fmt(r.speedup), fmt(r.efficiency, 3)]);
   const runColumns = s.modes.flatMap((mode) => [`${mode.toUpperCase()} s`, 'BOUND s']);
   const lines = [
-    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}`,
+    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${s.hostBandwidth} into each host`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
-    `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}; add rule ${c.addRule}`,
+    `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}${c.leaderOutbound == null ? '' : `, leader sends ${fmt(c.leaderOutbound.bytesPerSecond / 1e6, 1)} MB/s to ${String(c.leaderOutbound.streams)} readers`}; add rule ${c.addRule}`,
     '',
     renderTable([['MODE', 'SECONDS', 'BOUND s', 'EFFICIENCY', 'SPEEDUP', 'REFUSALS', 'PROMOTION MEDIAN s', 'MAX s'], ...modeRows], { right: [1, 2, 3, 4, 5, 6, 7] }),
     '',
@@ -155,13 +171,27 @@ function renderResult(result: BenchResult): string {
   return lines.join('\n');
 }
 
+/** Hosts a lab needs: the runs' machines, and the calibration's at its peak. */
+const labHosts = (replicas: number): number => Math.max(replicas, CALIBRATION_PEAK_MACHINES);
+
 export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
   const options = parseBenchFlags(flags);
   const workDir = prepareWorkDir(ctx.stateDir);
+  let lab: BenchLab | undefined;
+  if (options.hostBandwidth !== undefined) {
+    process.stderr.write(`bench: network lab ${String(benchLabNumber())}: ${String(labHosts(options.replicas))} hosts, each receiving at most ${options.hostBandwidth}\n`);
+    try {
+      lab = BenchLab.open(benchLabNumber(), labHosts(options.replicas), options.hostBandwidth);
+    } catch (error) {
+      rmSync(workDir, { recursive: true, force: true });
+      if (error instanceof NetLabError) throw new InvalidInputError([`--host-bandwidth: the network lab could not be made: ${error.message}`]);
+      throw error;
+    }
+  }
   const bench = new CliContext(workDir, ctx.log.level);
-  const host = hostOf(bench);
+  const host = hostOf(bench, lab);
   const active = new Set<ControlPlane>();
-  const restoreSignals = stopOnSignal(active, (manifest) => host.destroy(manifest), workDir);
+  const restoreSignals = stopOnSignal(active, (manifest) => host.destroy(manifest), workDir, () => lab?.down());
   let keepWorkDir = false;
   let result: BenchResult;
   try {
@@ -177,6 +207,7 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
   } finally {
     restoreSignals();
     await bench.close();
+    lab?.down();
     if (!keepWorkDir) rmSync(workDir, { recursive: true, force: true });
   }
   const path = saveBenchResult(ctx.stateDir, result);

@@ -24,15 +24,6 @@ export interface MachineFile {
 }
 
 /** A machine as the provider's own file records it (epoch ms). */
-export interface MachineFacts {
-  name: string;
-  clientURL: string;
-  peerURL: string;
-  createdAt: number;
-  /** When the provider let the machine finish provisioning. */
-  readyAt: number;
-}
-
 /** Fails with InvalidInputError when address:port cannot be bound (taken, or not a local address). */
 export async function assertAddressFree(address: string, port: number): Promise<void> {
   const server = createServer();

@@ -3,10 +3,10 @@ import { once } from 'node:events';
 import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { DurationRange } from '../../../api/duration.ts';
+import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CaRotationPhase, CreateMachineRequest, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CaRotationPhase, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
 import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
@@ -17,7 +17,7 @@ import { readJsonIfPresent, sha256OfFile } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
 import { LocalMachineHomes } from './local-machine-homes.ts';
-import { assertAddressFree, checkName, writeJsonAtomic, type MachineFacts, type MachineFile } from './local-machine.ts';
+import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from './local-machine.ts';
 import { ClusterPki } from '../../pki/cluster-pki.ts';
 import { initStartSuppressed } from './test-markers.ts';
 import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
@@ -360,7 +360,7 @@ export class LocalProcessProvider implements MachineProvider {
   }
 
   private draw(range: DurationRange): number {
-    return Math.round(range.minMs + this.random() * (range.maxMs - range.minMs));
+    return drawDuration(range, this.random);
   }
 
   private clusterDir(cluster: string): string {

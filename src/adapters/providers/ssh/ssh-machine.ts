@@ -15,6 +15,10 @@ export interface SshMachineFile {
   clientURL: string;
   peerURL: string;
   createdAt: number;
+  /** The end of the provider's provisioning delay (spec.provider.provisioningDelay): nothing is done before. */
+  readyAt?: number;
+  /** When it became Provisioned. */
+  provisionedAt?: number;
   state: SshMachineState;
   failureMessage?: string;
   /** While Provisioning: what it waits for (a free host, its host to answer). */

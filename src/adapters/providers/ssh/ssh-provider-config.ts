@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { ControlPlane } from '../../../api/control-plane.ts';
-import { parseDuration } from '../../../api/duration.ts';
+import { parseDuration, parseDurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { etcdBinaryFinder } from '../../etcd/etcd-binaries.ts';
 import type { ProviderEnvironment } from '../provider-environment.ts';
@@ -38,6 +38,7 @@ export function sshProviderFor(manifest: ControlPlane, env: ProviderEnvironment)
     findBinary: (version) => binaries[version] ?? installed(version),
     version: manifest.spec.version,
     store: env.store,
+    provisioningDelay: parseDurationRange(spec.provisioningDelay) ?? { minMs: 0, maxMs: 0 },
     ...(spec.provision === undefined
       ? {}
       : { provision: { create: spec.provision.create, ...(spec.provision.delete === undefined ? {} : { delete: spec.provision.delete }), timeoutMs: parseDuration(spec.provision.timeout) ?? 600_000 } }),

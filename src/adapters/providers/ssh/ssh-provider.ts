@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
+import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import type { SshHost } from '../../../api/ssh-provider.ts';
 import type { TlsFiles } from '../../../ports/etcd-admin.ts';
-import type { CaRotationPhase, CreateMachineRequest, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CaRotationPhase, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
@@ -27,10 +28,9 @@ import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } fr
  * `bin/etcd-<version>` and `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}`.
  *
  * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
- * it Provisioned; many are created in parallel by the executor. A machine left Provisioning (waiting
- * for a host, or by a crash) moves on only through `provision`: describing it only reads, since status
- * describes machines beside a reconcile. A host that cannot be reached when it is described is data:
- * the last thing seen of it is reported again, with the reason.
+ * it Provisioned; many are created in parallel. A machine left Provisioning (a provisioning delay, no
+ * free host, a crash) moves on only through `provision`: describing only reads, as status describes
+ * beside a reconcile. A host that does not answer a describe gets its last seen state and the reason.
  */
 
 const CLIENT_PORT = 2379;
@@ -50,6 +50,8 @@ export interface SshProviderOptions {
   /** Host claims and the cluster's provider state. */
   store: Pick<StateStore, 'claim' | 'releaseClaim' | 'listClaims'> & DocumentStore;
   provision?: { create: string; delete?: string; timeoutMs: number };
+  /** Slow infrastructure made visible: each machine waits this long before any host work (benchmarks). */
+  provisioningDelay?: DurationRange;
   stopGraceMs?: number;
 }
 
@@ -85,6 +87,8 @@ export class SshProvider implements MachineProvider {
       createdAt: Date.now(),
       state: 'Provisioning',
     };
+    const delay = this.options.provisioningDelay;
+    if (existing === undefined && delay !== undefined && delay.maxMs > 0) machine.readyAt = machine.createdAt + drawDuration(delay, Math.random);
     await this.write(machine);
     const outcome = await this.provisionFile(machine);
     if (outcome instanceof Error) throw outcome;
@@ -107,6 +111,7 @@ export class SshProvider implements MachineProvider {
    */
   private async provisionFile(machine: SshMachineFile): Promise<'Provisioned' | 'Waiting' | Error> {
     try {
+      if (machine.readyAt !== undefined && Date.now() < machine.readyAt) return 'Waiting';
       if (machine.host === undefined) {
         const host = await this.acquireHost(machine);
         if (host === undefined) return await this.wait(machine, `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken`);
@@ -120,6 +125,7 @@ export class SshProvider implements MachineProvider {
       await this.ensureBinary(machine.host, this.options.version);
       await this.installCertificates(machine, machine.host);
       machine.state = 'Provisioned';
+      machine.provisionedAt = Date.now();
       delete machine.failureMessage;
       delete machine.waiting;
       await this.write(machine);
@@ -248,6 +254,12 @@ export class SshProvider implements MachineProvider {
     return [...new Set([...stored, ...local])].sort();
   }
 
+  /** Machines once Provisioned, ready at that moment (the delay's end plus the host work). */
+  async machineFacts(cluster: string): Promise<MachineFacts[]> {
+    const files = await Promise.all((await this.machineNames(cluster)).map((name) => this.read(cluster, name)));
+    return files.flatMap((m) => (m?.provisionedAt === undefined ? [] : [{ name: m.name, clientURL: m.clientURL, peerURL: m.peerURL, createdAt: m.createdAt, readyAt: m.provisionedAt }]));
+  }
+
   close(): Promise<void> {
     return this.ssh.close();
   }
@@ -329,7 +341,10 @@ export class SshProvider implements MachineProvider {
     const key = owner(machine);
     const base = identity(machine);
     if (machine.deleting === true) return { ...base, state: 'Deleting', memberRunning: this.lastSeen.get(key)?.memberRunning ?? false };
-    if (machine.state === 'Provisioning') return { ...base, state: 'Provisioning', memberRunning: false, ...(machine.waiting === undefined ? {} : { failureMessage: machine.waiting }) };
+    if (machine.state === 'Provisioning') {
+      const expected = machine.readyAt !== undefined && machine.readyAt > Date.now() ? { expectedReadyAt: machine.readyAt } : {};
+      return { ...base, state: 'Provisioning', memberRunning: false, ...expected, ...(machine.waiting === undefined ? {} : { failureMessage: machine.waiting }) };
+    }
     if (machine.state !== 'Provisioned' || machine.host === undefined) {
       return { ...base, state: machine.state, memberRunning: false, ...(machine.failureMessage === undefined ? {} : { failureMessage: machine.failureMessage }) };
     }

@@ -1,0 +1,62 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { NetLab, type LabInfo } from './network-lab.ts';
+
+/**
+ * The network lab a bench with `--host-bandwidth` runs on: one namespace per host on a bridge, each
+ * host's inbound link limited by `tc tbf` as its own NIC would be, machines on them through the ssh
+ * provider. Catch-up then costs what a link allows, and learners catching up at once share nothing
+ * but the leader.
+ */
+
+/** tc's rate syntax: a number and bit, kbit, mbit or gbit. */
+const RATE = /^\d+(\.\d+)?(bit|kbit|mbit|gbit)$/i;
+
+export function isTcRate(text: string): boolean {
+  return RATE.test(text);
+}
+
+/** The lab number a bench uses (FPL_LAB picks another, as for scripts/netlab.sh). */
+export function benchLabNumber(env: NodeJS.ProcessEnv = process.env): number {
+  const text = env.FPL_LAB;
+  return text !== undefined && /^\d+$/.test(text) && Number(text) <= 255 ? Number(text) : 90;
+}
+
+export class BenchLab {
+  private constructor(
+    private readonly lab: NetLab,
+    readonly info: LabInfo,
+    readonly bandwidth: string,
+  ) {}
+
+  /** A fresh lab of `hosts` hosts (a lab left with that number is removed first), each inbound link at `bandwidth`. */
+  static open(labNumber: number, hosts: number, bandwidth: string): BenchLab {
+    const lab = new NetLab(labNumber);
+    const info = lab.up(hosts);
+    try {
+      lab.inboundRate(bandwidth);
+    } catch (error) {
+      lab.down();
+      throw error;
+    }
+    return new BenchLab(lab, info, bandwidth);
+  }
+
+  /** `spec.provider` for machines on the lab's hosts. */
+  providerFields(): Record<string, unknown> {
+    return { name: 'ssh', identityFile: this.info.identityFile, knownHostsFile: this.info.knownHostsFile, hosts: this.info.hosts.map((h) => ({ address: h.address, user: 'root' })) };
+  }
+
+  /** A member's etcd log, read from its host's directory (the lab's hosts keep theirs on this disk). */
+  memberLog(cluster: string, machine: string): string | null {
+    for (const host of this.info.hosts) {
+      const path = join(host.baseDir, 'clusters', cluster, machine, 'etcd.log');
+      if (existsSync(path)) return readFileSync(path, 'utf8');
+    }
+    return null;
+  }
+
+  down(): void {
+    this.lab.down();
+  }
+}
