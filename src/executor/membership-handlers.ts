@@ -34,18 +34,10 @@ async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLea
   deps.failpoint('after-add-learner-call');
   await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { memberId: member.id, role: 'join' } });
   deps.failpoint('after-add-learner');
-  // Its start waits for the batch's last add, which starts it with the final membership.
-  if (action.deferStart === true) return;
   deps.failpoint('before-start-member');
   await deps.writer.verify();
-  const cp = await controlPlane(deps);
-  const initialCluster = initialClusterFor(observed, members);
-  await Promise.all(
-    [action.machine, ...(action.alsoStart ?? [])].map(async (name) => {
-      const record = await machineRecord(deps, name);
-      await startMemberAs(deps, record, launchFor(cp, record, initialCluster, 'existing'));
-    }),
-  );
+  const record = await machineRecord(deps, action.machine);
+  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
   deps.failpoint('after-start-member');
 }
 

@@ -3,7 +3,7 @@ import type { ClusterView } from './view.ts';
 
 /**
  * Checks before adding a member: every voter answers with no errors and the same leader, no alarms,
- * a learner slot is free, and every learner already started has read the membership. etcd's
+ * a learner slot is free, and every learner already added has started and read the membership. etcd's
  * own 5 s peer-connection rule is not guessed here: a refusal ("unhealthy cluster") comes back as a
  * wait and the add is retried.
  */
@@ -28,12 +28,8 @@ export function preflightForAdd(view: ClusterView): Wait[] {
   }
   // A joining member checks its --initial-cluster against the membership when it first boots and exits
   // on any difference ("member count is unequal"). It names itself in the member list right after that
-  // check, well before it has caught up: a started learner still unnamed needs the membership it was
-  // given. One added but not started yet (its start waits for the batch's last add) reads it later.
-  const unstarted = view.learners.filter((l) => {
-    const infra = view.machineOf(l)?.infra;
-    return l.name === '' && (infra === undefined || infra.memberRunning || infra.memberStartedAt !== undefined);
-  });
+  // check, well before it has caught up: an unnamed learner still needs the membership it was given.
+  const unstarted = view.learners.filter((l) => l.name === '');
   if (unstarted.length > 0) {
     const names = unstarted.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
     reasons.push({ code: 'LearnerNotStarted', message: `learner ${names} has not started yet: another add now would change the membership it boots with` });

@@ -1,5 +1,4 @@
 import { removal } from './removal.ts';
-import { addPossible, unstartedLearners } from './scale-up.ts';
 import { activeMachines, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, RestartMember } from './types.ts';
 import { hasQuorum, type ClusterView } from './view.ts';
@@ -13,12 +12,11 @@ export function repair(step: Step): MembershipAction | undefined {
     const machine = view.machineOf(learner);
     if (!machine || isGone(step, machine)) return removal(step, learner, machine ? 'RemoveFailedLearner' : 'RemoveOrphanLearner', machine);
   }
-  // Added but never started (a crash between add and start, or a batch whose last add cannot come):
-  // started once no add is due, so it boots with the membership the next add would change.
-  const unstarted = unstartedLearners(view)[0];
-  const member = unstarted && view.memberOf(unstarted);
-  if (unstarted && member && !addPossible(step)) {
-    return { kind: 'StartMember', machine: nameOf(unstarted), memberId: member.id, initialClusterState: 'existing', reason: 'StartAddedLearner' };
+  for (const learner of view.learners) {
+    const machine = view.machineOf(learner);
+    if (machine?.infra?.state === 'Provisioned' && !machine.infra.memberRunning && machine.infra.memberStartedAt === undefined) {
+      return { kind: 'StartMember', machine: nameOf(machine), memberId: learner.id, initialClusterState: 'existing', reason: 'StartAddedLearner' };
+    }
   }
   for (const voter of view.voters) {
     if (!view.machineOf(voter)) {

@@ -3,7 +3,7 @@ import { guardAdd, guardPromotion } from './guard.ts';
 import { preflightForAdd } from './preflight.ts';
 import { activeMachines, byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine } from './types.ts';
-import { isCaughtUp, learnerProgress, memberAnswers, statusErrors, type ClusterView } from './view.ts';
+import { isCaughtUp, learnerProgress, memberAnswers, statusErrors } from './view.ts';
 
 function provisionedAt(m: ObservedMachine): number {
   return m.record.phaseTimes.Provisioned ?? m.record.createdAt;
@@ -16,37 +16,16 @@ function joinCandidates(step: Step): ObservedMachine[] {
     .sort((a, b) => Number(view.isOutdated(a)) - Number(view.isOutdated(b)) || provisionedAt(a) - provisionedAt(b) || byOrdinal(a, b));
 }
 
-/** Learners added whose member was never started: each starts with the last add of its batch. */
-export function unstartedLearners(view: ClusterView): ObservedMachine[] {
-  return view.learners.flatMap((l) => {
-    const machine = view.machineOf(l);
-    const infra = machine?.infra;
-    return machine && infra?.state === 'Provisioned' && !infra.memberRunning && infra.memberStartedAt === undefined ? [machine] : [];
-  });
-}
-
-/** A machine is ready to join and the join gate is open: an add comes before any learner's start. */
-export function addPossible(step: Step): boolean {
-  return joinCandidates(step).length > 0 && preflightForAdd(step.view).length === 0 && guardAdd(step.view).length === 0;
-}
-
 export function scaleUp(step: Step): MembershipAction | undefined {
-  const { view } = step;
-  const candidates = joinCandidates(step);
-  const next = candidates[0];
+  const next = joinCandidates(step)[0];
   if (!next) return undefined;
-  const reasons = [...preflightForAdd(view), ...guardAdd(view)];
+  const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view)];
   if (reasons.length > 0) {
     // A taken learner slot is the normal gate, reported by promote(); the rest explain the hold.
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
     return undefined;
   }
-  // With parallel learners, every machine ready is added first and all start together with the last
-  // add: each boots with the final membership, so none waits for another to name itself.
-  const more = candidates.length > 1 && view.learners.length + 1 < view.learnerLimit;
-  const waiting = unstartedLearners(view).map(nameOf);
-  const start = more ? { deferStart: true as const } : waiting.length > 0 ? { alsoStart: waiting } : {};
-  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine', ...start };
+  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine' };
 }
 
 export function promote(step: Step): MembershipAction | undefined {

@@ -147,10 +147,6 @@ export interface AddLearner {
   kind: 'AddLearner';
   machine: string;
   reason: string;
-  /** Parallel learners: another add follows at once, so this member starts with the batch's last add. */
-  deferStart?: true;
-  /** Learners added before this one whose start waited for it: all start with the final membership. */
-  alsoStart?: string[];
 }
 /** Starts a member that etcd already knows (learner added before a crash, or a restart). */
 export interface StartMember {

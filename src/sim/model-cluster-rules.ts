@@ -62,23 +62,16 @@ export abstract class ModelClusterRules extends ModelInfrastructure {
     }
   }
 
-  /**
-   * Brackets a membership change, so overlapping changes show up as a violation of invariant 3. A
-   * learner's first start (`join-start`) reads the membership, so it may not overlap a change; learners
-   * added together may start together, as they all read the same membership.
-   */
-  beginChange(what: string, kind: 'change' | 'join-start' = 'change'): void {
-    const others = kind === 'join-start' ? this.changesInFlight : this.changesInFlight + this.joinStartsInFlight;
-    if (kind === 'join-start') this.joinStartsInFlight++;
-    else this.changesInFlight++;
-    if (others > 0) {
-      this.violations.push({ at: this.clock.now(), rule: 'invariant-3', detail: `${what} started while ${String(others)} other membership change(s) were in flight` });
+  /** Brackets a membership change, so overlapping changes show up as a violation of invariant 3. */
+  beginChange(what: string): void {
+    this.changesInFlight++;
+    if (this.changesInFlight > 1) {
+      this.violations.push({ at: this.clock.now(), rule: 'invariant-3', detail: `${what} started while ${String(this.changesInFlight - 1)} other membership change(s) were in flight` });
     }
   }
 
-  endChange(kind: 'change' | 'join-start' = 'change'): void {
-    if (kind === 'join-start') this.joinStartsInFlight = Math.max(0, this.joinStartsInFlight - 1);
-    else this.changesInFlight = Math.max(0, this.changesInFlight - 1);
+  endChange(): void {
+    this.changesInFlight = Math.max(0, this.changesInFlight - 1);
   }
 
   addLearner(endpoints: readonly string[], peerURL: string): { member: EtcdMember; members: EtcdMember[] } {

@@ -159,6 +159,14 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     for (const mode of ['serial', 'parallel', 'guarded', 'learners']) assert.match(dom.stdout, new RegExp(`<tr data-mode="${mode}"><td>${mode}</td><td>\\d`), `the ${mode} figures`);
     assert.equal(rowsOf(dom.stdout, 'bench-serial').size, 3);
     assert.equal(rowsOf(dom.stdout, 'bench-parallel').size, 3);
+    // Parallel learners: the two learner bars of the learners run overlap in time (they caught up together).
+    const learnerBars = [...rowsOf(dom.stdout, 'bench-learners').values()].flatMap((row) => {
+      const bar = /data-phase="learner" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"/.exec(row);
+      return bar ? [{ from: Number(bar[1]), to: Number(bar[1]) + Number(bar[2]) }] : [];
+    });
+    assert.equal(learnerBars.length, 2, 'both joined machines of the learners run have a learner bar');
+    const [a, b] = learnerBars as [{ from: number; to: number }, { from: number; to: number }];
+    assert.ok(a.from < b.to && b.from < a.to, `the learner bars overlap: ${JSON.stringify(learnerBars)}`);
 
     const shot = await chromium([`--screenshot=${SCREENSHOT}`, '--window-size=1200,700', '--hide-scrollbars'], html);
     assert.equal(shot.code, 0, shot.stderr);

@@ -257,25 +257,6 @@ describe('planner: scale up', () => {
     assert.deepEqual(started.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
   });
 
-  test('on etcd 3.6 adds every ready machine first, then starts them all with the last add', () => {
-    const c = healthyCluster(3, { version: '3.6.17', maxLearners: 8 });
-    const s = spec({ replicas: 5, version: '3.6.17', maxLearners: 8 });
-    const ready = [machine('t-4', { version: '3.6.17' }), machine('t-5', { version: '3.6.17' })];
-    const first = decide(observed({ machines: [...c.machines, ...ready], members: c.members }), s);
-    assert.deepEqual(first.membershipAction, { kind: 'AddLearner', machine: 't-4', reason: 'JoinNextMachine', deferStart: true }, 'another add follows: t-4 starts later');
-    // t-4 added, its member never started: no wait for it to name itself, t-5 is added and both start.
-    const added = machine('t-4', { phase: 'Joining', version: '3.6.17', memberRunning: false, memberStartedAt: null });
-    const t4 = { ...learner('t-4', { statusError: 'connection refused', version: '3.6.17' }), name: '', clientURLs: [] };
-    const second = decide(observed({ machines: [...c.machines, added, ready[1]!], members: [...c.members, t4] }), s);
-    assert.deepEqual(second.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine', alsoStart: ['t-4'] });
-    // Nothing more to add (t-5 still provisioning): the added learner is started on its own.
-    const alone = decide(observed({ machines: [...c.machines, added, machine('t-5', { phase: 'Provisioning', version: '3.6.17' })], members: [...c.members, t4] }), s);
-    assert.deepEqual(alone.membershipAction, { kind: 'StartMember', machine: 't-4', memberId: memberIdOf('t-4'), initialClusterState: 'existing', reason: 'StartAddedLearner' });
-    // One learner at a time: every add starts its own member at once, as before.
-    const one = decide(observed({ machines: [...c.machines, ...ready], members: c.members }), spec({ replicas: 5, version: '3.6.17', maxLearners: 1 }));
-    assert.deepEqual(one.membershipAction, { kind: 'AddLearner', machine: 't-4', reason: 'JoinNextMachine' });
-  });
-
   test('promotes only when the learner answers and is within the catch-up margin', () => {
     const cases: { name: string; learner: Parameters<typeof learner>[1]; expect: string }[] = [
       { name: 'fully applied', learner: { raftAppliedIndex: 1350 }, expect: 'PromoteLearner' },
