@@ -1,5 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { CALIBRATION_PEAK_MACHINES } from './calibration.ts';
 import { NetLab, type LabInfo } from './network-lab.ts';
 
 /**
@@ -29,9 +30,15 @@ export class BenchLab {
     readonly bandwidth: string,
   ) {}
 
-  /** A fresh lab of `hosts` hosts (a lab left with that number is removed first), each inbound link at `bandwidth`. */
-  static open(labNumber: number, hosts: number, bandwidth: string): BenchLab {
+  /** Hosts for a bench of `replicas`: the runs' machines, and the calibration's at its peak. */
+  static hostsFor(replicas: number): number {
+    return Math.max(replicas, CALIBRATION_PEAK_MACHINES);
+  }
+
+  /** A fresh lab (one left with its number is removed first), each host's inbound link at `bandwidth`. */
+  static open(replicas: number, bandwidth: string, labNumber = benchLabNumber()): BenchLab {
     const lab = new NetLab(labNumber);
+    const hosts = BenchLab.hostsFor(replicas);
     const info = lab.up(hosts);
     try {
       lab.inboundRate(bandwidth);

@@ -7,7 +7,6 @@ import { saveBenchResult } from '../../bench/result.ts';
 import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../../bench/runner.ts';
 import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
 import { BenchLab, benchLabNumber, isTcRate } from '../../bench/bench-lab.ts';
-import { CALIBRATION_PEAK_MACHINES } from '../../bench/calibration.ts';
 import { memberLog } from '../../bench/etcd-log.ts';
 import { NetLabError } from '../../bench/network-lab.ts';
 import { destroyUnderLease } from '../lease.ts';
@@ -171,17 +170,14 @@ function renderResult(result: BenchResult): string {
   return lines.join('\n');
 }
 
-/** Hosts a lab needs: the runs' machines, and the calibration's at its peak. */
-const labHosts = (replicas: number): number => Math.max(replicas, CALIBRATION_PEAK_MACHINES);
-
 export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
   const options = parseBenchFlags(flags);
   const workDir = prepareWorkDir(ctx.stateDir);
   let lab: BenchLab | undefined;
   if (options.hostBandwidth !== undefined) {
-    process.stderr.write(`bench: network lab ${String(benchLabNumber())}: ${String(labHosts(options.replicas))} hosts, each receiving at most ${options.hostBandwidth}\n`);
+    process.stderr.write(`bench: network lab ${String(benchLabNumber())}: ${String(BenchLab.hostsFor(options.replicas))} hosts, each receiving at most ${options.hostBandwidth}\n`);
     try {
-      lab = BenchLab.open(benchLabNumber(), labHosts(options.replicas), options.hostBandwidth);
+      lab = BenchLab.open(options.replicas, options.hostBandwidth);
     } catch (error) {
       rmSync(workDir, { recursive: true, force: true });
       if (error instanceof NetLabError) throw new InvalidInputError([`--host-bandwidth: the network lab could not be made: ${error.message}`]);
