@@ -162,7 +162,7 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     // Parallel learners: the two joins of the learners run (started, then learner, until promoted) overlap in time.
     const catchUps = [...rowsOf(dom.stdout, 'bench-learners').values()].flatMap((row) => {
       const bars = [...row.matchAll(/data-phase="(starting|learner)" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"/g)].map((m) => ({ from: Number(m[2]), to: Number(m[2]) + Number(m[3]) }));
-      return bars.length === 0 || /data-phase="voter"/.test(row) === false ? [] : [{ from: Math.min(...bars.map((b) => b.from)), to: Math.max(...bars.map((b) => b.to)) }];
+      return bars.length === 0 || !/data-phase="voter"/.test(row) ? [] : [{ from: Math.min(...bars.map((b) => b.from)), to: Math.max(...bars.map((b) => b.to)) }];
     });
     assert.equal(catchUps.length, 3, 'the init member starting and both joins are drawn');
     const joins = catchUps.slice(1) as [{ from: number; to: number }, { from: number; to: number }];
