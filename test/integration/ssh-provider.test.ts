@@ -18,7 +18,7 @@ const env = new CliEnv('127.62');
 let info: LabInfo;
 const providers: SshProvider[] = [];
 
-function provider(store: MemoryStateStore, knownHostsFile: string, hostIndexes = [1, 2]): SshProvider {
+function provider(store: MemoryStateStore, knownHostsFile: string, hostIndexes = [1, 2], provisioningDelay?: { minMs: number; maxMs: number }): SshProvider {
   const made = new SshProvider({
     stateDir: env.stateDir,
     hosts: hostIndexes.map((i) => ({ address: info.hosts[i - 1]?.address ?? '', port: 22, user: 'root' })),
@@ -29,6 +29,7 @@ function provider(store: MemoryStateStore, knownHostsFile: string, hostIndexes =
     version: '3.4.23',
     store,
     stopGraceMs: 2_000,
+    ...(provisioningDelay === undefined ? {} : { provisioningDelay }),
   });
   providers.push(made);
   return made;
@@ -68,6 +69,27 @@ describe('ssh provider on lab hosts', { timeout: 300_000 }, () => {
     const host2Key = readFileSync(info.knownHostsFile, 'utf8').split('\n').find((line) => line.startsWith(`${info.hosts[1]?.address ?? '-'} `)) ?? '';
     writeFileSync(swapped, `${host2Key.replace(info.hosts[1]?.address ?? '-', info.hosts[0]?.address ?? '-')}\n`);
     await assert.rejects(provider(store, swapped, [1]).create({ cluster: 'keys', name: 'keys-2', ordinal: 2 }), /host key of 198\.18\.62\.11 has CHANGED/);
+  });
+
+  test('a provisioning delay holds a machine before any host work, with its expected ready time; its facts give when it became ready', async () => {
+    const store = new MemoryStateStore();
+    const ssh = provider(store, info.knownHostsFile, [1], { minMs: 1500, maxMs: 1500 });
+    const before = Date.now();
+    const created = await ssh.create({ cluster: 'slow', name: 'slow-1', ordinal: 1 });
+    assert.equal(created.state, 'Provisioning');
+    const expected = created.expectedReadyAt ?? 0;
+    assert.ok(expected >= before + 1500, 'it says when it expects to be ready');
+    assert.deepEqual(await store.listClaims(HOST_POOL), [], 'no host claimed while the delay runs');
+    assert.deepEqual(await ssh.machineFacts('slow'), [], 'no ready time before it is ready');
+    assert.equal((await ssh.provision('slow', 'slow-1'))?.state, 'Provisioning', 'provision before the delay ends changes nothing');
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, expected - Date.now())));
+    const ready = await ssh.provision('slow', 'slow-1');
+    assert.equal(ready?.state, 'Provisioned');
+    const facts = await ssh.machineFacts('slow');
+    assert.equal(facts.length, 1);
+    assert.ok(facts[0]!.readyAt >= expected && facts[0]!.readyAt <= Date.now(), 'ready at the end of the delay plus the host work');
+    assert.equal(facts[0]!.clientURL, ready.clientURL);
+    await ssh.delete('slow', 'slow-1');
   });
 
   test('create, start, describe (also cut off), stop and delete a member on a host', async () => {
