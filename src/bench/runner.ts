@@ -1,8 +1,8 @@
+import { Writable } from 'node:stream';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { compareVersions } from '../api/versions.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
-import { Writable } from 'node:stream';
 import { Etcd3Maintenance } from '../adapters/etcd/etcd3-maintenance.ts';
 import type { MachineFacts, MachineProvider } from '../ports/machine-provider.ts';
 import type { EventRecord, MachineRecord } from '../domain/machine.ts';
