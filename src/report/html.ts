@@ -112,7 +112,7 @@ function comparisonHtml(bench: BenchResult): string {
     : '';
   return `<section id="comparison">
 <h2>${escapeHtml(modes.map((m) => m.mode).join(' vs '))} (fastplane bench)</h2>
-<p class="meta">${escapeHtml(`${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}; ${bench.host.os}, ${String(bench.host.cpus)} × ${bench.host.cpuModel}; ${bench.finishedAt}`)}</p>
+<p class="meta">${escapeHtml(`${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}${s.hostBandwidth == null ? '' : `, network lab, ${s.hostBandwidth} into each host`}; ${bench.host.os}, ${String(bench.host.cpus)} × ${bench.host.cpuModel}; ${bench.finishedAt}`)}</p>
 <table class="runs modes"><thead><tr><th>mode</th><th>seconds</th><th>bound s</th><th>efficiency</th><th>speedup vs serial</th><th>refusals</th><th>promotion latency median / max s</th></tr></thead><tbody>${modeRows}</tbody></table>
 ${barSvg}
 <table class="runs"><thead><tr><th>run</th><th>order</th>${modes.map(({ mode }) => `<th>${mode} s / bound</th>`).join('')}</tr></thead><tbody>${runRows}</tbody></table>
