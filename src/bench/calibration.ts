@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdAdminError, type EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MachineInfra } from '../ports/machine-provider.ts';
+import { tokenForLowMemberId } from '../executor/member-id.ts';
 import { addRuleFor, type AddRule } from './critical-path-bound.ts';
 import { seconds } from './stats.ts';
 
@@ -107,7 +108,7 @@ export async function initSample(world: CalibrationWorld, ordinal: number): Prom
     version: world.version,
     initialCluster: `${infra.name}=${infra.peerURL}`,
     initialClusterState: 'new',
-    clusterToken: initToken(ordinal),
+    clusterToken: tokenForLowMemberId(initToken(ordinal), [infra.peerURL]),
     maxLearners: 1,
     ...(world.strictReconfigCheck === false ? { strictReconfigCheck: false } : {}),
   });

@@ -11,6 +11,7 @@ import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/sta
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
+import { peerURLsIn, tokenForLowMemberId } from './member-id.ts';
 
 // What every handler works with: the ports, the lease, and the records and launch settings they share.
 
@@ -84,7 +85,8 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
     version: machine.version,
     initialCluster,
     initialClusterState: state,
-    clusterToken: cp.clusterToken,
+    // Only a member that starts a cluster gets its ID from the token; joiners get theirs from the add.
+    clusterToken: state === 'new' ? tokenForLowMemberId(cp.clusterToken, peerURLsIn(initialCluster, machine.name)) : cp.clusterToken,
     maxLearners: launchedLearnerLimit(machine.version, spec.etcd.maxLearners),
   };
   if (spec.etcd.quotaBackendBytes !== undefined) launch.quotaBackendBytes = spec.etcd.quotaBackendBytes;

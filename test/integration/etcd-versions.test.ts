@@ -8,6 +8,7 @@ import { Etcd3Admin, readTlsCredentials } from '../../src/adapters/etcd/etcd3-ad
 import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
 import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 import { memberFlags } from '../../src/adapters/providers/member-flags.ts';
+import { initialMemberId, LOW_MEMBER_ID, tokenForLowMemberId } from '../../src/executor/member-id.ts';
 import { initSample, initToken, joinSample, type CalibrationWorld } from '../../src/bench/calibration.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 
@@ -71,6 +72,10 @@ for (const version of versions) {
         await joinSample(world, 2, leader, initToken(1));
         const members = await admin.memberList([leader.clientURL]);
         assert.equal(members.length, 2);
+        // etcd derives the first member's ID from its peer URL and the token alone, as fastplane computes it.
+        const first = initialMemberId([leader.peerURL], tokenForLowMemberId(initToken(1), [leader.peerURL]));
+        assert.ok(BigInt(first) < LOW_MEMBER_ID);
+        assert.equal(members.find((member) => member.peerURLs.includes(leader.peerURL))?.id, first, JSON.stringify(members));
         assert.ok(members.every((member) => !member.isLearner), `both voters: ${JSON.stringify(members)}`);
         const status = await admin.status(leader.clientURL);
         assert.equal(status.version, version);
@@ -97,6 +102,11 @@ describe('fastplane up on etcd 3.6 and 3.7', { timeout: 240_000 }, () => {
     const doc = statusOf(status.stdout);
     assert.equal(doc.status.voters, 3);
     assert.deepEqual(doc.status.machines.map((m) => m.version), [version, version, version]);
+    // The member that started the cluster sorts first, so a joiner asks it before any learner.
+    const ids = doc.status.machines.map((m) => ({ role: m.role, id: BigInt(m.memberId ?? '-1') }));
+    const init = ids.find((m) => m.role === 'init');
+    assert.ok(init !== undefined && init.id < LOW_MEMBER_ID, JSON.stringify(doc.status.machines));
+    assert.ok(ids.every((m) => m === init || m.id > init.id), JSON.stringify(doc.status.machines));
     const lines = memberCommandLines(env.stateDir);
     assert.equal(lines.length, 3);
     for (const argv of lines) {
