@@ -1,5 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { copyFileSync, existsSync, linkSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { stagedSnapshotPath } from '../adapters/providers/ssh/remote-scripts.ts';
+import type { SnapshotSource } from '../domain/machine.ts';
 import { CALIBRATION_PEAK_MACHINES } from './calibration.ts';
 import { NetLab, type LabInfo } from './network-lab.ts';
 
@@ -61,6 +63,23 @@ export class BenchLab {
       if (existsSync(path)) return readFileSync(path, 'utf8');
     }
     return null;
+  }
+
+  /**
+   * The snapshot staged on every host, where the ssh provider restores it without a copy over the
+   * host's link: a hard link into each host's directory (all on this disk), a copy where none can be.
+   */
+  stageSnapshot(snapshot: SnapshotSource): void {
+    for (const host of this.info.hosts) {
+      const staged = stagedSnapshotPath(host.baseDir, snapshot.sha256);
+      if (existsSync(staged)) continue;
+      mkdirSync(join(host.baseDir, 'snapshots'), { recursive: true });
+      try {
+        linkSync(snapshot.file, staged);
+      } catch {
+        copyFileSync(snapshot.file, staged);
+      }
+    }
   }
 
   down(): void {

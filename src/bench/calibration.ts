@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdAdminError, type EtcdAdmin } from '../ports/etcd-admin.ts';
+import type { SnapshotSource } from '../domain/machine.ts';
 import type { InfraProvider, MachineInfra } from '../ports/machine-provider.ts';
 import { tokenForLowMemberId } from '../executor/member-id.ts';
 import { addRuleFor, type AddRule } from './critical-path-bound.ts';
@@ -34,6 +35,11 @@ export interface Calibration {
   keyspaceBytes: number | null;
   catchUpSeconds: number | null;
   /**
+   * With a keyspace brought up by restore: a 1-member cluster started from the keyspace's snapshot,
+   * process started (the restore first) to serving: the bound's init for those runs; null otherwise.
+   */
+  restoreSeconds: number | null;
+  /**
    * With a keyspace: the leader streaming its whole database to `streams` readers at once over links
    * with no limit (etcd's snapshot call): what it can send in all, whatever the learners' links.
    */
@@ -52,7 +58,14 @@ export interface CalibrationWorld {
    * The runs' keyspace: written into a fresh 1-member cluster, whose database is then streamed to
    * `streams` readers at once (`streamDatabase` resolves with the bytes), before one more join is timed.
    */
-  keyspace?: { bytes: number; write: (endpoints: string[]) => Promise<unknown>; streams: number; streamDatabase: (endpoint: string) => Promise<number> };
+  keyspace?: {
+    bytes: number;
+    write: (endpoints: string[]) => Promise<unknown>;
+    streams: number;
+    streamDatabase: (endpoint: string) => Promise<number>;
+    /** When the runs restore the keyspace: saves it as a snapshot where every machine can restore it. */
+    save?: (endpoint: string) => Promise<SnapshotSource>;
+  };
 }
 
 const POLL_MS = 20;
@@ -99,8 +112,11 @@ export async function machine(world: CalibrationWorld, ordinal: number): Promise
   });
 }
 
-/** Starts a 1-member cluster on a new machine; returns it and how long until it served. */
-export async function initSample(world: CalibrationWorld, ordinal: number): Promise<{ infra: MachineInfra; seconds: number }> {
+/**
+ * Starts a 1-member cluster on a new machine, from `restoreFrom` when given; returns it and how long
+ * until it served.
+ */
+export async function initSample(world: CalibrationWorld, ordinal: number, restoreFrom?: SnapshotSource): Promise<{ infra: MachineInfra; seconds: number }> {
   const infra = await machine(world, ordinal);
   const started = Date.now();
   await world.provider.startMember(world.cluster, infra.name, {
@@ -111,6 +127,7 @@ export async function initSample(world: CalibrationWorld, ordinal: number): Prom
     clusterToken: tokenForLowMemberId(initToken(ordinal), [infra.peerURL]),
     maxLearners: 1,
     ...(world.strictReconfigCheck === false ? { strictReconfigCheck: false } : {}),
+    ...(restoreFrom === undefined ? {} : { restoreFrom }),
   });
   await until(`${infra.name} serving`, async () => ((await world.admin.status(infra.clientURL)).leaderId !== '0' ? true : undefined));
   return { infra, seconds: seconds(Date.now() - started) };
@@ -176,13 +193,24 @@ export async function calibrate(world: CalibrationWorld, samples = SAMPLES): Pro
   for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, initToken(samples)));
   let catchUpSeconds: number | null = null;
   let leaderOutbound: Calibration['leaderOutbound'] = null;
+  let restoreSeconds: number | null = null;
   if (world.keyspace !== undefined) {
     // A cluster of its own, so the keyspace is written to one member only, as in the runs.
     const ordinal = 2 * samples + 1;
     const { infra } = await initSample(world, ordinal);
     await world.keyspace.write([infra.clientURL]);
     leaderOutbound = await outboundRate(world.keyspace, infra.clientURL);
-    catchUpSeconds = await joinSample(world, ordinal + 1, infra, initToken(ordinal), CATCH_UP_WAIT_MS).catch((error: unknown) => {
+    // The catch-up is timed into the cluster the runs' learners join: the written one, or one restored
+    // from its snapshot (on the host the written one had, so the calibration's peak stays the same).
+    let leader = { infra, token: initToken(ordinal) };
+    if (world.keyspace.save !== undefined) {
+      const snapshot = await world.keyspace.save(infra.clientURL);
+      await world.provider.delete(world.cluster, infra.name);
+      const restored = await initSample(world, ordinal + 2, snapshot);
+      restoreSeconds = restored.seconds;
+      leader = { infra: restored.infra, token: initToken(ordinal + 2) };
+    }
+    catchUpSeconds = await joinSample(world, ordinal + 1, leader.infra, leader.token, CATCH_UP_WAIT_MS).catch((error: unknown) => {
       if (error instanceof CalibrationTimeout) return null;
       throw error;
     });
@@ -196,6 +224,7 @@ export async function calibrate(world: CalibrationWorld, samples = SAMPLES): Pro
     joinSeconds: Math.min(...joins),
     keyspaceBytes: world.keyspace?.bytes ?? null,
     catchUpSeconds,
+    restoreSeconds,
     leaderOutbound,
   };
 }

@@ -26,6 +26,8 @@ export interface RunEvidence {
   logs: Map<string, string | null>;
   /** With a preload, the scale-up starts from one serving member: the bound starts there too. */
   scaleFrom: { t0: number; existingVoters: number } | null;
+  /** Brought up from the keyspace's snapshot: the first member restores it, every learner catches it up. */
+  restored?: boolean;
   stages?: StrategyRun['stages'];
 }
 
@@ -83,21 +85,23 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
   const upBound = scale === null || initReadyAt === undefined ? 0 : Math.max(0, initReadyAt - evidence.t0) / 1000 + calibration.initSeconds;
   const boundT0 = scale?.t0 ?? evidence.t0;
   const joining = scale === null ? records : records.filter((r) => r.role !== 'init');
+  const withKeyspace = evidence.stages !== undefined || evidence.restored === true;
   const inputs = {
     readySeconds: joining.flatMap((r) => {
       const readyAt = evidence.facts.get(r.name)?.readyAt;
       return readyAt === undefined ? [] : [seconds(Math.max(0, readyAt - boundT0))];
     }),
-    initSeconds: calibration.initSeconds,
+    // A restore's first member starts from the snapshot: the calibrated start that restored the same.
+    initSeconds: evidence.restored === true && calibration.restoreSeconds !== null ? calibration.restoreSeconds : calibration.initSeconds,
     // With a keyspace every learner has it to catch up: the calibrated join that had the same.
-    joinSeconds: evidence.stages !== undefined && calibration.catchUpSeconds !== null ? calibration.catchUpSeconds : calibration.joinSeconds,
+    joinSeconds: withKeyspace && calibration.catchUpSeconds !== null ? calibration.catchUpSeconds : calibration.joinSeconds,
     // Guarded members run with etcd's check off: the "no add rule" bound, whatever the version.
     addRule: evidence.strategy === 'guarded' || evidence.strategy === 'guarded-learners' ? ('none' as const) : calibration.addRule,
     connectedSeconds: PEER_CONNECTED_SECONDS,
     existingVoters: scale?.existingVoters ?? 0,
     // What the members ran (--max-learners recorded at each start), not what the mode asked for.
     learnerLimit: records.length === 0 ? 1 : learnerLimitInForce(Number.POSITIVE_INFINITY, records),
-    ...(evidence.stages !== undefined && calibration.leaderOutbound !== null
+    ...(withKeyspace && calibration.leaderOutbound !== null
       ? { leaderSend: { bytesPerLearner: calibration.leaderOutbound.bytesPerStream, bytesPerSecond: calibration.leaderOutbound.bytesPerSecond } }
       : {}),
   };

@@ -6,6 +6,12 @@ import type { Calibration } from './calibration.ts';
 import type { LearnerSnapshot } from './etcd-log.ts';
 import type { HostInfo } from './host-info.ts';
 
+/**
+ * How a keyspace gets into the first member: `scale-up` writes it into a 1-member cluster, then
+ * scales to N (the writes not counted); `restore` brings all N up from its snapshot, as `restore` does.
+ */
+export type BenchMethod = 'scale-up' | 'restore';
+
 /** The JSON `fastplane bench` prints and saves, read back by `fastplane report`. */
 
 /**
@@ -148,7 +154,7 @@ export interface BenchResult extends BenchFigures {
   finishedAt: string;
   host: HostInfo;
   /** `hostBandwidth`: each host's inbound link on the network lab; null (or absent, in older results) on loopback. */
-  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; modes: Strategy[]; hostBandwidth?: string | null };
+  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; method?: BenchMethod; modes: Strategy[]; hostBandwidth?: string | null };
   /** The headline figures above are these medians over runs. */
   medians: BenchFigures;
   /** Per strategy run (`--modes`), the same figures side by side. */

@@ -1,18 +1,21 @@
+import { createWriteStream } from 'node:fs';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { compareVersions } from '../api/versions.ts';
 import { Etcd3Admin, readTlsCredentials } from '../adapters/etcd/etcd3-admin.ts';
 import { Etcd3Maintenance } from '../adapters/etcd/etcd3-maintenance.ts';
+import { sha256OfFile } from '../adapters/state-files.ts';
 import type { MachineFacts, MachineProvider } from '../ports/machine-provider.ts';
-import type { EventRecord, MachineRecord } from '../domain/machine.ts';
+import type { EventRecord, MachineRecord, SnapshotSource } from '../domain/machine.ts';
 import type { Convergence } from '../reconciler/converge.ts';
 import { calibrate, type Calibration } from './calibration.ts';
 import { hostInfo } from './host-info.ts';
 import { summarizeRun, type RunEvidence } from './metrics.ts';
 import { preloadKeys, summarizePreload } from './preload.ts';
 import { PromotionWatcher } from './promotion-watcher.ts';
-import type { BenchFigures, BenchResult, BenchRun, ModeFigures, Strategy, StrategyRun } from './result.ts';
+import type { BenchFigures, BenchMethod, BenchResult, BenchRun, ModeFigures, Strategy, StrategyRun } from './result.ts';
 import { medianSeconds, ratio, seconds } from './stats.ts';
 
 /**
@@ -33,6 +36,7 @@ export interface BenchOptions {
   modes: Strategy[];
   /** Each host's inbound link on the network lab (tc rate), or undefined on this host's loopback. */
   hostBandwidth: string | undefined;
+  method: BenchMethod;
 }
 
 /** How one reconcile of a spec ended (epoch ms). */
@@ -66,6 +70,10 @@ export interface BenchHost {
   provider(manifest: ControlPlane): MachineProvider;
   /** A member's etcd log, wherever its machine keeps it; null when it cannot be read. */
   memberLog(cluster: string, machine: string): string | null;
+  /** Records a new control plane that starts from `snapshot`, as `fastplane restore` does. */
+  restore(manifest: ControlPlane, snapshot: SnapshotSource): Promise<void>;
+  /** Puts the snapshot where every machine's host finds it without a copy (ssh: staged on each host). */
+  stageSnapshot(snapshot: SnapshotSource): void;
 }
 
 export class BenchRunFailed extends Error {
@@ -101,7 +109,7 @@ async function streamedBytes(stream: (sink: Writable) => Promise<void>): Promise
 }
 
 /** `learnersAtOnce`: the most learners a run's leader may feed at once, the readers its outbound rate is measured with. */
-async function calibration(host: BenchHost, version: string, keyspaceBytes: number | undefined, learnersAtOnce: number): Promise<Calibration> {
+async function calibration(host: BenchHost, version: string, keyspaceBytes: number | undefined, learnersAtOnce: number, onSnapshot?: (snapshot: SnapshotSource) => void): Promise<Calibration> {
   const manifest = await host.manifest({ name: 'bench-calibration', replicas: 1, provisioningDelay: '0s', version });
   const admin = ownClient(host, manifest);
   const provider = host.provider(manifest);
@@ -115,6 +123,19 @@ async function calibration(host: BenchHost, version: string, keyspaceBytes: numb
           write: (endpoints: string[]) => preloadKeys(endpoints, keyspaceBytes, tls === undefined ? undefined : readTlsCredentials(tls)),
           streams: learnersAtOnce,
           streamDatabase: (endpoint: string) => streamedBytes((sink) => maintenance.snapshot(endpoint, sink)),
+          ...(onSnapshot === undefined
+            ? {}
+            : {
+                save: async (endpoint: string) => {
+                  const file = join(host.stateDir, 'keyspace.db');
+                  // The snapshot call ends the file once every chunk is written.
+                  await maintenance.snapshot(endpoint, createWriteStream(file));
+                  const snapshot = { file, sha256: await sha256OfFile(file) };
+                  host.stageSnapshot(snapshot);
+                  onSnapshot(snapshot);
+                  return snapshot;
+                },
+              }),
         };
   try {
     return await calibrate({ provider, admin, cluster: manifest.metadata.name, version, ...(keyspace === undefined ? {} : { keyspace }) });
@@ -134,10 +155,11 @@ const MODE_FIELDS: Record<Strategy, Pick<SpecFields, 'strategy' | 'reconfigurati
   'guarded-learners': { strategy: 'parallel', reconfigurationCheck: 'fastplane', maxLearners: 'auto' },
 };
 
-async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, active: Set<ControlPlane>): Promise<StrategyRun> {
+async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, snapshot: SnapshotSource | undefined, active: Set<ControlPlane>): Promise<StrategyRun> {
   const name = `bench-${String(run)}-${strategy}`;
   const modeFields = MODE_FIELDS[strategy];
-  const spec: SpecFields = { name, ...modeFields, replicas: options.preloadBytes === undefined ? options.replicas : 1, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
+  const scaleUp = options.preloadBytes !== undefined && snapshot === undefined;
+  const spec: SpecFields = { name, ...modeFields, replicas: scaleUp ? 1 : options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
   let manifest = await host.manifest(spec);
   active.add(manifest);
   const provider = host.provider(manifest);
@@ -145,11 +167,14 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
   const watcher = new PromotionWatcher(admin, async () => (await provider.machineFacts(name)).map((m) => m.clientURL));
   watcher.start();
   try {
+    // Method restore: the whole bring-up is timed, every machine provisioned at once (serial: in turn)
+    // and the first one ready restoring the keyspace the others then catch up.
+    if (snapshot !== undefined) await host.restore(manifest, snapshot);
     const up = await host.reconcile(manifest, options.timeoutMs);
     mustConverge(up, `${strategy} run ${String(run)}`);
     let last = up;
     let stages: StrategyRun['stages'];
-    if (options.preloadBytes !== undefined) {
+    if (scaleUp && options.preloadBytes !== undefined) {
       // Method: one member first, the keys written into it, then the scale-up to N, so that every
       // learner has to catch up `preload` bytes, as a snapshot once the writes pass the provider's
       // snapshot count (see VALUE_BYTES). The write time is not counted.
@@ -182,6 +207,7 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
       watched,
       logs: new Map(machines.map((m) => [m.name, host.memberLog(name, m.name)])),
       scaleFrom: last === up ? null : { t0: last.startedAt, existingVoters: 1 },
+      restored: snapshot !== undefined,
       ...(stages === undefined ? {} : { stages }),
     };
     return summarizeRun(evidence, cal);
@@ -244,8 +270,18 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
   if (compareVersions(version, '3.6.0') < 0 && options.modes.some((m) => MODE_FIELDS[m].maxLearners === 'auto')) {
     throw new InvalidInputError([`--modes: learners and guarded-learners need etcd 3.6 or later (--max-learners), got version ${version}`]);
   }
-  progress(`calibrating init and join on etcd ${version}${options.preloadBytes === undefined ? '' : `, and a join with the ${String(options.preloadBytes)}-byte keyspace to catch up`}`);
-  const cal = await calibration(host, version, options.preloadBytes, options.replicas - 1);
+  progress(
+    `calibrating init and join on etcd ${version}${options.preloadBytes === undefined ? '' : `, and a join with the ${String(options.preloadBytes)}-byte keyspace to catch up`}${options.method === 'restore' ? ', and a start restoring its snapshot' : ''}`,
+  );
+  let snapshot: SnapshotSource | undefined;
+  const saveSnapshot =
+    options.method === 'restore'
+      ? (saved: SnapshotSource) => {
+          snapshot = saved;
+        }
+      : undefined;
+  const cal = await calibration(host, version, options.preloadBytes, options.replicas - 1, saveSnapshot);
+  if (options.method === 'restore' && snapshot === undefined) throw new Error('the calibration saved no keyspace snapshot for the restore method');
   const runs: BenchRun[] = [];
   for (let run = 1; run <= options.runs; run++) {
     // Alternate which strategy goes first, so a warm page cache or a drifting host favours neither.
@@ -253,7 +289,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     const done: BenchRun = { run, order, speedup: null, efficiency: null };
     for (const strategy of order) {
       progress(`run ${String(run)}/${String(options.runs)}, ${strategy}`);
-      done[strategy] = await runStrategy(host, options, strategy, run, cal, active);
+      done[strategy] = await runStrategy(host, options, strategy, run, cal, snapshot, active);
     }
     if (done.serial && done.parallel) done.speedup = ratio(done.serial.seconds, done.parallel.seconds);
     done.efficiency = done.parallel?.efficiency ?? null;
@@ -273,7 +309,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     host: host0,
-    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null },
+    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, method: options.method, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null },
     medians: headline,
     modes,
     calibration: cal,

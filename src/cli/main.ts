@@ -189,6 +189,7 @@ export function buildProgram(): Command {
       'serial,parallel,guarded',
     )
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
+    .option('--method <method>', 'with --keyspace: scale-up (one member, the keys written, then the rest join; the writes not timed) or restore (all machines at once, the first restoring the keyspace snapshot)', 'scale-up')
     .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host receiving at most this rate (tc tbf), e.g. 100mbit')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))

@@ -55,4 +55,36 @@ describe('fastplane bench --host-bandwidth on the network lab', { timeout: 400_0
     const namespaces = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
     assert.doesNotMatch(namespaces, new RegExp(`fpl-${String(LAB)}-`), 'the bench removed its lab');
   });
+
+  test('--method restore: every machine provisioned at once, the first restoring the keyspace staged on its host', async () => {
+    const bench = await env.run(
+      ['bench', '--modes', 'serial,learners', '--replicas', '3', '--provisioning-delay', '2s', '--keyspace', '32MiB', '--method', 'restore', '--host-bandwidth', '40mbit', '--timeout', '200s', '-o', 'json'],
+      { FPL_LAB: String(LAB) },
+    );
+    assert.equal(bench.code, 0, bench.stderr);
+    const result = JSON.parse(bench.stdout) as BenchResult;
+    assert.equal(result.settings.method, 'restore');
+    const restoreSeconds = result.calibration.restoreSeconds;
+    assert.ok(restoreSeconds !== null && restoreSeconds > 0, 'the calibration timed a start that restored the keyspace');
+    const run = result.runs[0]!;
+    for (const mode of [run.serial!, run.learners!]) {
+      assert.equal(mode.stages, undefined, `${mode.strategy}: the whole bring-up is timed, no stage left out`);
+      assert.equal(mode.bound.inputs.initSeconds, restoreSeconds, `${mode.strategy}: the bound's init is the calibrated restore`);
+      assert.equal(mode.bound.inputs.joinSeconds, result.calibration.catchUpSeconds);
+      const init = mode.machines.find((m) => m.role === 'init')!;
+      const joins = mode.machines.filter((m) => m.role === 'join');
+      assert.equal(joins.length, 2);
+      for (const m of joins) assert.ok(m.snapshot && m.snapshot.bytes >= 32 * 1024 ** 2, `${m.name} caught the keyspace up from a snapshot`);
+      // A copy of the snapshot over the init host's shaped link would take at least this long; staged
+      // on the host, the restore reads it from its own disk.
+      const copySeconds = ((joins[0]!.snapshot!.bytes - BURST_BYTES) * 8) / RATE_BITS;
+      const started = init.phaseTimes.Voter! - init.phaseTimes.Provisioned!;
+      assert.ok(started < copySeconds, `${init.name} restored and served in ${started.toFixed(2)} s, less than a copy over its link (${copySeconds.toFixed(2)} s)`);
+    }
+    // Parallel: every machine was asked for at once; serial (KCP's order): the next only after the last joined.
+    const pending = (mode: typeof run.serial) => mode!.machines.map((m) => m.phaseTimes.Pending!).sort((a, b) => a - b);
+    assert.ok(Math.max(...pending(run.learners)) < 1, `learners: every machine provisioning from the start (${pending(run.learners).join(', ')})`);
+    const serialInit = run.serial!.machines.find((m) => m.role === 'init')!;
+    assert.ok(pending(run.serial)[1]! >= serialInit.phaseTimes.Voter!, 'serial: the second machine only once the first served');
+  });
 });

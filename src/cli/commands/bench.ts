@@ -9,6 +9,8 @@ import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
 import { BenchLab, benchLabNumber, isTcRate } from '../../bench/bench-lab.ts';
 import { memberLog } from '../../bench/etcd-log.ts';
 import { NetLabError } from '../../bench/network-lab.ts';
+import { recordRestore } from '../../care/restore.ts';
+import { systemClock } from '../../ports/clock.ts';
 import { destroyUnderLease } from '../lease.ts';
 import { OUTCOME_EXIT, reconcileManifest } from '../reconcile.ts';
 import { parseTimeout, resolveManifest } from '../spec-flags.ts';
@@ -36,6 +38,8 @@ export interface BenchFlags {
   output: string;
   /** Run on the network lab, each host's inbound link limited to this tc rate. */
   hostBandwidth?: string;
+  /** How the keyspace gets into the first member: scale-up (default) or restore. */
+  method?: string;
 }
 
 const STRATEGIES: readonly Strategy[] = ['serial', 'parallel', 'guarded', 'learners', 'guarded-learners'];
@@ -92,6 +96,9 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
   if (flags.hostBandwidth !== undefined && !isTcRate(flags.hostBandwidth)) {
     problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit), got ${flags.hostBandwidth}`);
   }
+  const method = flags.method ?? 'scale-up';
+  if (method !== 'scale-up' && method !== 'restore') problems.push(`--method: must be scale-up or restore, got ${method}`);
+  else if (method === 'restore' && keyspace === undefined) problems.push('--method restore: give --keyspace, the keyspace the bring-up restores');
   if (flags.output !== 'json' && flags.output !== 'table') problems.push(`-o: must be json or table, got ${flags.output}`);
   let timeoutMs = 0;
   try {
@@ -101,7 +108,7 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     problems.push(...error.problems);
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, output: flags.output === 'json' ? 'json' : 'table' };
+  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, method: method === 'restore' ? 'restore' : 'scale-up', output: flags.output === 'json' ? 'json' : 'table' };
 }
 
 /**
@@ -123,6 +130,23 @@ function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
     records: async (cluster) => ({ machines: await ctx.store.listMachines(cluster), events: await ctx.store.listEvents(cluster) }),
     provider: (manifest) => ctx.provider(manifest),
     memberLog: (cluster, machine) => (lab === undefined ? memberLog(ctx.stateDir, cluster, machine) : lab.memberLog(cluster, machine)),
+    restore: (manifest, snapshot) =>
+      recordRestore(
+        {
+          store: ctx.store,
+          clock: systemClock,
+          identity: ctx.identity,
+          // Every run is a new control plane: nothing is ever replaced, so nothing is backed up or deleted.
+          backupExisting: () => Promise.reject(new Error(`bench: ${manifest.metadata.name} exists`)),
+          destroyExisting: () => Promise.resolve(false),
+          onNote: () => undefined,
+        },
+        manifest,
+        { source: snapshot },
+        false,
+      ),
+    // The local provider restores the file where it is.
+    stageSnapshot: (snapshot) => lab?.stageSnapshot(snapshot),
   };
 }
 
@@ -145,9 +169,9 @@ function renderResult(result: BenchResult): string {
   const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), ...s.modes.flatMap((mode) => [fmt(r[mode]?.seconds ?? null), fmt(r[mode]?.boundSeconds ?? null)]), fmt(r.speedup), fmt(r.efficiency, 3)]);
   const runColumns = s.modes.flatMap((mode) => [`${mode.toUpperCase()} s`, 'BOUND s']);
   const lines = [
-    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${s.hostBandwidth} into each host`}`,
+    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, keyspace ${String(s.preloadBytes)} bytes${s.method === 'restore' ? ' restored by the first member' : ''}`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${s.hostBandwidth} into each host`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
-    `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}${c.leaderOutbound == null ? '' : `, leader sends ${fmt(c.leaderOutbound.bytesPerSecond / 1e6, 1)} MB/s to ${String(c.leaderOutbound.streams)} readers`}; add rule ${c.addRule}`,
+    `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s${c.restoreSeconds == null ? '' : ` (${fmt(c.restoreSeconds, 3)} s restoring the keyspace)`}, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}${c.leaderOutbound == null ? '' : `, leader sends ${fmt(c.leaderOutbound.bytesPerSecond / 1e6, 1)} MB/s to ${String(c.leaderOutbound.streams)} readers`}; add rule ${c.addRule}`,
     '',
     renderTable([['MODE', 'SECONDS', 'BOUND s', 'EFFICIENCY', 'SPEEDUP', 'REFUSALS', 'PROMOTION MEDIAN s', 'MAX s'], ...modeRows], { right: [1, 2, 3, 4, 5, 6, 7] }),
     '',

@@ -4,8 +4,11 @@ import { InvalidInputError } from '../../../api/errors.ts';
 import type { MemberLaunch } from '../../../ports/machine-provider.ts';
 import { snapshotToolBeside } from '../../etcd/etcd-tools.ts';
 import { sha256OfFile } from '../../state-files.ts';
-import { placeFilesScript, q, receiveFileScript, restoreScript, SNAPSHOT_CHANGED, type RemoteMember } from './remote-scripts.ts';
+import { placeFilesScript, q, receiveFileScript, restoreScript, SNAPSHOT_CHANGED, stagedSnapshotPath, type RemoteMember, type RemoteRestore } from './remote-scripts.ts';
 import type { SshConnections, SshTarget } from './ssh-connections.ts';
+
+/** What copying and restoring need of the connections: commands and uploads. */
+export type HostShell = Pick<SshConnections, 'exec' | 'upload'>;
 
 /** Files fastplane puts on a host: certificates and keys, binaries, a snapshot to restore. */
 
@@ -29,7 +32,7 @@ export async function writeRemoteFiles(ssh: SshConnections, host: SshTarget, fil
 }
 
 /** A local executable on the host at `remote`, copied once; the copy's sha256 is checked before it is used. */
-export async function ensureRemoteCopy(ssh: SshConnections, host: SshTarget, local: string, remote: string): Promise<string> {
+export async function ensureRemoteCopy(ssh: HostShell, host: SshTarget, local: string, remote: string): Promise<string> {
   const sha = await sha256OfFile(local);
   const present = await ssh.exec(host, `sha256sum ${q(remote)} 2>/dev/null || true`);
   if (present.stdout.startsWith(sha)) return remote;
@@ -46,28 +49,44 @@ export async function ensureRemoteCopy(ssh: SshConnections, host: SshTarget, loc
 }
 
 /**
- * The first member of a restored cluster (`fastplane restore`): the snapshot is copied to the host and
- * restored there by the snapshot tool of the member's own version, before etcd first starts. A data
- * dir on the host was restored (or has run) before: it is used as it is.
+ * The first member of a restored cluster (`fastplane restore`): the snapshot is restored on the host by
+ * the snapshot tool of the member's own version, before etcd first starts. A snapshot its owner staged
+ * on the host (`<baseDir>/snapshots/<sha256>.db`) is restored from there; otherwise it is copied over.
+ * A data dir on the host was restored (or has run) before: it is used as it is.
  */
 export async function restoreOnHost(
-  ssh: SshConnections,
+  ssh: HostShell,
   host: SshTarget,
-  target: { member: RemoteMember; peerURL: string; localBinary: string; remoteBinDir: string },
+  target: { member: RemoteMember; peerURL: string; localBinary: string; remoteBinDir: string; baseDir: string },
   launch: MemberLaunch & { restoreFrom: NonNullable<MemberLaunch['restoreFrom']> },
 ): Promise<void> {
   const { member } = target;
   if ((await ssh.exec(host, `[ -d ${q(member.dataDir)} ]`)).code === 0) return;
   const local = snapshotToolBeside(target.localBinary);
   const tool = await ensureRemoteCopy(ssh, host, local, `${target.remoteBinDir}/${local.slice(local.lastIndexOf('/') + 1)}-${launch.version}`);
-  const snapshot = `${member.dir}/restore-${randomBytes(4).toString('hex')}.db`;
+  const restore = { tool, sha256: launch.restoreFrom.sha256, memberName: launch.memberName, peerURL: target.peerURL, initialCluster: launch.initialCluster, clusterToken: launch.clusterToken };
   await ssh.exec(host, `mkdir -p ${q(member.dir)} && chmod 700 ${q(member.dir)}`);
+  const staged = stagedSnapshotPath(target.baseDir, launch.restoreFrom.sha256);
+  if ((await ssh.exec(host, `[ -f ${q(staged)} ]`)).code === 0) {
+    // The script checks the staged file's sha256 itself: one read of it, not two. One that does not
+    // match its name is left where it is, and the snapshot is copied as if it were not there.
+    const restored = await runRestore(ssh, host, member, { ...restore, snapshot: staged, staged: true });
+    if (restored.code !== SNAPSHOT_CHANGED) {
+      checkRestored(restored, launch.restoreFrom.file, host);
+      return;
+    }
+  }
+  const snapshot = `${member.dir}/restore-${randomBytes(4).toString('hex')}.db`;
   await ssh.upload(host, launch.restoreFrom.file, snapshot);
-  const restored = await ssh.exec(
-    host,
-    restoreScript(member, { tool, snapshot, sha256: launch.restoreFrom.sha256, memberName: launch.memberName, peerURL: target.peerURL, initialCluster: launch.initialCluster, clusterToken: launch.clusterToken }),
-    { timeoutMs: 600_000 },
-  );
+  const restored = await runRestore(ssh, host, member, { ...restore, snapshot });
   if (restored.code === SNAPSHOT_CHANGED) throw new InvalidInputError([`${launch.restoreFrom.file}: ${restored.stderr.trim()}`]);
-  if (restored.code !== 0) throw new Error(`restoring ${launch.restoreFrom.file} on ${host.address} failed: ${restored.stderr.trim()}`);
+  checkRestored(restored, launch.restoreFrom.file, host);
+}
+
+function runRestore(ssh: HostShell, host: SshTarget, member: RemoteMember, restore: RemoteRestore): Promise<{ code: number; stderr: string }> {
+  return ssh.exec(host, restoreScript(member, restore), { timeoutMs: 600_000 });
+}
+
+function checkRestored(restored: { code: number; stderr: string }, file: string, host: SshTarget): void {
+  if (restored.code !== 0) throw new Error(`restoring ${file} on ${host.address} failed: ${restored.stderr.trim()}`);
 }

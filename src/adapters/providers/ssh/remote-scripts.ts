@@ -98,6 +98,8 @@ export interface RemoteRestore {
   /** The snapshot tool on the host (etcdutl, or etcdctl before 3.5) and the snapshot copied there. */
   tool: string;
   snapshot: string;
+  /** The snapshot was staged on the host by its owner, not copied by fastplane: it is left in place. */
+  staged?: boolean;
   sha256: string;
   memberName: string;
   peerURL: string;
@@ -108,22 +110,29 @@ export interface RemoteRestore {
 /** Exit status of restoreScript when the copied snapshot is not the one restore checked. */
 export const SNAPSHOT_CHANGED = 3;
 
+/** Where a host keeps snapshots staged by their owner, each named by its sha256. */
+export function stagedSnapshotPath(baseDir: string, sha256: string): string {
+  return `${baseDir}/snapshots/${sha256}.db`;
+}
+
 /**
- * Restores the copied snapshot into the member's data dir, unless one exists (restored or run before):
- * its sha256 is checked on the host, `snapshot restore` writes a staging dir that is renamed into
- * place, so a data dir exists only complete, and the copy is removed either way.
+ * Restores the snapshot into the member's data dir, unless one exists (restored or run before): its
+ * sha256 is checked on the host, `snapshot restore` writes a staging dir that is renamed into place,
+ * so a data dir exists only complete. A copy is removed either way; a staged snapshot is kept.
  */
 export function restoreScript(m: RemoteMember, r: RemoteRestore): string {
   const staging = `${m.dataDir}.restoring`;
+  const removeCopy = r.staged === true ? 'true' : `rm -f ${q(r.snapshot)}`;
+  const what = r.staged === true ? 'staged on the host' : 'copied';
   return [
     'set -e',
-    `if [ -d ${q(m.dataDir)} ]; then rm -f ${q(r.snapshot)}; exit 0; fi`,
+    `if [ -d ${q(m.dataDir)} ]; then ${removeCopy}; exit 0; fi`,
     `sum=$(sha256sum ${q(r.snapshot)} | cut -d' ' -f1)`,
-    `if [ "$sum" != ${q(r.sha256)} ]; then rm -f ${q(r.snapshot)}; echo "the snapshot copied has sha256 $sum, expected ${r.sha256}: it changed since restore checked it" >&2; exit ${String(SNAPSHOT_CHANGED)}; fi`,
+    `if [ "$sum" != ${q(r.sha256)} ]; then ${removeCopy}; echo "the snapshot ${what} has sha256 $sum, expected ${r.sha256}: it changed since restore checked it" >&2; exit ${String(SNAPSHOT_CHANGED)}; fi`,
     `rm -rf ${q(staging)}`,
     `ETCDCTL_API=3 ${q(r.tool)} snapshot restore ${q(r.snapshot)} --data-dir ${q(staging)} --name ${q(r.memberName)} --initial-advertise-peer-urls ${q(r.peerURL)} --initial-cluster ${q(r.initialCluster)} --initial-cluster-token ${q(r.clusterToken)} >/dev/null`,
     `mv ${q(staging)} ${q(m.dataDir)}`,
-    `rm -f ${q(r.snapshot)}`,
+    removeCopy,
   ].join('\n');
 }
 

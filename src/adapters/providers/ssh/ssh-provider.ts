@@ -163,7 +163,7 @@ export class SshProvider implements MachineProvider {
     const bundle = await this.pki.withCa(cluster, () => readFile(this.pki.clientTls(cluster).caFile), 'read');
     await writeRemoteFiles(this.ssh, machine.host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
     if (launch.restoreFrom !== undefined) {
-      const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir() };
+      const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
       await restoreOnHost(this.ssh, machine.host, target, { ...launch, restoreFrom: launch.restoreFrom });
     }
     const result = await this.ssh.exec(machine.host, startScript(member, binary, args));
