@@ -76,8 +76,8 @@ export interface EtcdAdmin {
   removeMember(endpoints: readonly string[], memberId: string): Promise<void>;
   /** Must be sent to the leader's own endpoint. */
   moveLeader(leaderEndpoint: string, targetMemberId: string): Promise<void>;
-  /** Status of the member behind this one endpoint. */
-  status(endpoint: string): Promise<EtcdMemberStatus>;
+  /** Status of the member behind this one endpoint; `timeoutMs` shortens the adapter's own deadline. */
+  status(endpoint: string, options?: { timeoutMs?: number }): Promise<EtcdMemberStatus>;
   alarms(endpoints: readonly string[]): Promise<EtcdAlarm[]>;
   close(): Promise<void>;
 }

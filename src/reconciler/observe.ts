@@ -44,11 +44,18 @@ function readFailed(deps: ObserveDeps, read: string, endpoints: string[], error:
   return text;
 }
 
+/**
+ * How long a pass waits for a learner's status. A learner receiving its snapshot answers nothing until
+ * it has applied it, so waiting the adapter's full deadline would hold every pass (the next add, each
+ * promotion) for it; a learner that has caught up answers within milliseconds.
+ */
+export const LEARNER_STATUS_TIMEOUT_MS = 250;
+
 async function readStatus(deps: ObserveDeps, member: EtcdMember): Promise<StatusReading | undefined> {
   const endpoint = member.clientURLs[0];
   if (endpoint === undefined) return undefined;
   try {
-    return { ok: true, status: await deps.etcd.status(endpoint) };
+    return { ok: true, status: await deps.etcd.status(endpoint, member.isLearner ? { timeoutMs: LEARNER_STATUS_TIMEOUT_MS } : {}) };
   } catch (error) {
     return { ok: false, error: readFailed(deps, 'member status', [endpoint], error) };
   }

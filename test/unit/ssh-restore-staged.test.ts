@@ -115,5 +115,6 @@ describe('ssh restore of a snapshot staged on the host', () => {
       else await upload(hostTarget, from, to);
     };
     await assert.rejects(restore(host), (error: unknown) => error instanceof InvalidInputError && error.problems.some((p) => p.includes(snapshot) && p.includes('changed since restore checked it')));
+    assert.equal(existsSync(remoteMember(baseDir, 'c', 'c-1').dataDir), false, 'no data dir from a file that is not the snapshot');
   });
 });

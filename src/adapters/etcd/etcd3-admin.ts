@@ -206,9 +206,9 @@ export class Etcd3Admin implements EtcdAdmin {
     }
   }
 
-  async status(endpoint: string): Promise<EtcdMemberStatus> {
+  async status(endpoint: string, options: { timeoutMs?: number } = {}): Promise<EtcdMemberStatus> {
     try {
-      const response = await this.client(endpoint).maintenance.status({ deadline: Date.now() + this.statusTimeoutMs });
+      const response = await this.client(endpoint).maintenance.status({ deadline: Date.now() + Math.min(options.timeoutMs ?? this.statusTimeoutMs, this.statusTimeoutMs) });
       return {
         memberId: response.header.member_id,
         leaderId: response.leader === '' ? '0' : response.leader,

@@ -37,8 +37,8 @@ export class FaultInjectingEtcdAdmin implements EtcdAdmin {
     return this.inner.moveLeader(leaderEndpoint, targetMemberId);
   }
 
-  status(endpoint: string): Promise<EtcdMemberStatus> {
-    return this.inner.status(endpoint);
+  status(endpoint: string, options?: { timeoutMs?: number }): Promise<EtcdMemberStatus> {
+    return this.inner.status(endpoint, options);
   }
 
   alarms(endpoints: readonly string[]): Promise<EtcdAlarm[]> {

@@ -117,20 +117,29 @@ export function stagedSnapshotPath(baseDir: string, sha256: string): string {
 
 /**
  * Restores the snapshot into the member's data dir, unless one exists (restored or run before): its
- * sha256 is checked on the host, `snapshot restore` writes a staging dir that is renamed into place,
- * so a data dir exists only complete. A copy is removed either way; a staged snapshot is kept.
+ * sha256 is computed on the host while `snapshot restore` writes a staging dir (both read the whole
+ * file; side by side they cost one read's time), and the staging dir is renamed into place only when
+ * the sum matches, so a data dir exists only complete and only from the right file. A copy is removed
+ * either way; a staged snapshot is kept.
  */
 export function restoreScript(m: RemoteMember, r: RemoteRestore): string {
   const staging = `${m.dataDir}.restoring`;
+  const sumFile = `${m.dataDir}.sha256`;
   const removeCopy = r.staged === true ? 'true' : `rm -f ${q(r.snapshot)}`;
   const what = r.staged === true ? 'staged on the host' : 'copied';
   return [
     'set -e',
     `if [ -d ${q(m.dataDir)} ]; then ${removeCopy}; exit 0; fi`,
-    `sum=$(sha256sum ${q(r.snapshot)} | cut -d' ' -f1)`,
-    `if [ "$sum" != ${q(r.sha256)} ]; then ${removeCopy}; echo "the snapshot ${what} has sha256 $sum, expected ${r.sha256}: it changed since restore checked it" >&2; exit ${String(SNAPSHOT_CHANGED)}; fi`,
     `rm -rf ${q(staging)}`,
-    `ETCDCTL_API=3 ${q(r.tool)} snapshot restore ${q(r.snapshot)} --data-dir ${q(staging)} --name ${q(r.memberName)} --initial-advertise-peer-urls ${q(r.peerURL)} --initial-cluster ${q(r.initialCluster)} --initial-cluster-token ${q(r.clusterToken)} >/dev/null`,
+    `(sha256sum ${q(r.snapshot)} | cut -d' ' -f1 > ${q(sumFile)}) &`,
+    'summing=$!',
+    'restored=0',
+    `ETCDCTL_API=3 ${q(r.tool)} snapshot restore ${q(r.snapshot)} --data-dir ${q(staging)} --name ${q(r.memberName)} --initial-advertise-peer-urls ${q(r.peerURL)} --initial-cluster ${q(r.initialCluster)} --initial-cluster-token ${q(r.clusterToken)} >/dev/null || restored=$?`,
+    'wait "$summing" || true',
+    `sum=$(cat ${q(sumFile)} 2>/dev/null || true)`,
+    `rm -f ${q(sumFile)}`,
+    `if [ "$sum" != ${q(r.sha256)} ]; then rm -rf ${q(staging)}; ${removeCopy}; echo "the snapshot ${what} has sha256 $sum, expected ${r.sha256}: it changed since restore checked it" >&2; exit ${String(SNAPSHOT_CHANGED)}; fi`,
+    `if [ "$restored" -ne 0 ]; then rm -rf ${q(staging)}; exit "$restored"; fi`,
     `mv ${q(staging)} ${q(m.dataDir)}`,
     removeCopy,
   ].join('\n');
