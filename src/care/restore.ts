@@ -65,7 +65,7 @@ export interface RestoreDeps {
 /**
  * Records a new control plane whose first member restores `snapshot`: the spec, and on the record the
  * snapshot its init member starts from. The normal reconcile path then does the rest (the init machine
- * restores and starts, the others join as learners one at a time). An existing control plane of that
+ * restores and starts, the others join as learners, as in any bring-up). An existing control plane of that
  * name is refused unless `replace`, which backs it up and deletes it first.
  */
 export async function recordRestore(deps: RestoreDeps, manifest: ControlPlane, snapshot: CheckedSnapshot, replace: boolean): Promise<void> {
