@@ -17,7 +17,8 @@ function joinCandidates(step: Step): ObservedMachine[] {
 }
 
 export function scaleUp(step: Step): MembershipAction | undefined {
-  const next = joinCandidates(step)[0];
+  const candidates = joinCandidates(step);
+  const next = candidates[0];
   if (!next) return undefined;
   const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view)];
   if (reasons.length > 0) {
@@ -25,7 +26,10 @@ export function scaleUp(step: Step): MembershipAction | undefined {
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
     return undefined;
   }
-  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine' };
+  // Every free learner slot is filled by one action: the adds are quick, the starts and catch-ups
+  // then run side by side instead of one pass (and one member start) apart.
+  const together = candidates.slice(1, Math.max(1, step.view.learnerLimit - step.view.learners.length)).map(nameOf);
+  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine', ...(together.length > 0 ? { together } : {}) };
 }
 
 export function promote(step: Step): MembershipAction | undefined {
