@@ -10,6 +10,7 @@ import { runCareAction } from './care-handlers.ts';
 function describeAction(action: Action): string {
   const machine = machineOf(action);
   if (action.kind === 'CreateMachine') return `${action.kind} ${action.machine} (etcd ${action.version})`;
+  if (action.kind === 'AddLearner' && action.together !== undefined) return `${action.kind} ${action.machine}, then ${action.together.join(', ')}`;
   return machine === undefined ? action.kind : `${action.kind} ${machine}`;
 }
 
@@ -19,8 +20,6 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
   const machine = target === undefined ? {} : { machine: target };
   try {
     const detail = await run();
-    // A batch of adds records each add as its own event, with its own span: the changes went in turn.
-    if (action.kind === 'AddLearner' && action.together !== undefined) return undefined;
     const said = typeof detail === 'string' && detail !== '' ? `: ${detail}` : '';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})${said}`, ...machine });
     return undefined;

@@ -40,26 +40,25 @@ async function addOne(deps: ExecutorDeps, observed: Observed, machine: string): 
 
 /**
  * Adds the learners of the batch one after another, then starts every one added with the membership
- * after the last add. A batch records each add as its own event; when an add past the first fails,
- * it is reported as its own, the rest of the batch is left for a later pass, and the ones added
- * still start. A failed first add fails the action, as a single add does.
+ * after the last add. Each add past the first gets its own event; when one fails, it is reported as
+ * its own, the rest of the batch is left for a later pass, and the ones added still start.
  */
 async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<void> {
-  const batch = action.together !== undefined;
-  let members: EtcdMember[] = [];
-  const added: string[] = [];
-  for (const machine of [action.machine, ...(action.together ?? [])]) {
-    const event = { at: deps.clock.now(), reason: action.reason, action: 'AddLearner', machine };
+  let members = await addOne(deps, observed, action.machine);
+  const added = [action.machine];
+  for (const machine of action.together ?? []) {
+    const at = deps.clock.now();
+    const event = { at, reason: action.reason, action: 'AddLearner', machine };
     try {
       members = await addOne(deps, observed, machine);
     } catch (error) {
-      if (added.length === 0 || endsTheRun(error)) throw error;
+      if (endsTheRun(error)) throw error;
       const message = error instanceof Error ? error.message : String(error);
       await emit(deps, { ...event, endedAt: deps.clock.now(), type: 'Warning', outcome: failureOutcome(error), message: `AddLearner ${machine} failed: ${message}` });
       break;
     }
     added.push(machine);
-    if (batch) await emit(deps, { ...event, endedAt: deps.clock.now(), type: 'Normal', outcome: 'Succeeded', message: `AddLearner ${machine} (${action.reason}), one of ${String(1 + (action.together?.length ?? 0))} added together` });
+    await emit(deps, { ...event, endedAt: deps.clock.now(), type: 'Normal', outcome: 'Succeeded', message: `AddLearner ${machine} (${action.reason}), with ${action.machine}` });
   }
   deps.failpoint('before-start-member');
   await deps.writer.verify();
