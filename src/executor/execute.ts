@@ -1,6 +1,7 @@
 import type { Action, Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
 import { EtcdAdminError } from '../ports/etcd-admin.ts';
-import { emit, endsTheRun, failureOutcome, machineOf, type ExecutionReport, type ExecutorDeps } from './executor-deps.ts';
+import { RenewDeadlineHoldError } from '../lease/fenced-writer.ts';
+import { emit, endsTheRun, machineOf, type ExecutionReport, type ExecutorDeps } from './executor-deps.ts';
 
 export type { ExecutorDeps } from './executor-deps.ts';
 import { resumeProvisioning, runMachineAction } from './machine-handlers.ts';
@@ -10,9 +11,11 @@ import { runCareAction } from './care-handlers.ts';
 function describeAction(action: Action): string {
   const machine = machineOf(action);
   if (action.kind === 'CreateMachine') return `${action.kind} ${action.machine} (etcd ${action.version})`;
-  if (action.kind === 'AddLearner' && action.together !== undefined) return `${action.kind} ${action.machine}, then ${action.together.join(', ')}`;
   return machine === undefined ? action.kind : `${action.kind} ${machine}`;
 }
+
+/** etcd answers that say "not now": the planner waits and tries again; everything else failed. */
+const REFUSALS: ReadonlySet<string> = new Set(['NotInSync', 'TooManyLearners', 'UnhealthyCluster', 'NotEnoughStartedMembers', 'PeerURLExists', 'BadLeaderTransferee', 'LearnerRpc']);
 
 async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unknown>): Promise<string | undefined> {
   const at = deps.clock.now();
@@ -27,7 +30,7 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
     // A simulated crash, a lost lease, or input the user must fix (a taken address): stop the run.
     if (endsTheRun(error)) throw error;
     const message = error instanceof Error ? error.message : String(error);
-    const outcome = failureOutcome(error);
+    const outcome = (error instanceof EtcdAdminError && REFUSALS.has(error.kind)) || error instanceof RenewDeadlineHoldError ? 'Refused' : 'Failed';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome, message: `${describeAction(action)} failed: ${message}`, ...machine });
     return message;
   }

@@ -5,11 +5,11 @@ import type { Action, LastMembershipAttempt, MachineAction, Observed, ObservedMe
 import { peerURLOf } from '../planner/view.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
-import { EtcdAdminError, type EtcdAdmin, type EtcdMember } from '../ports/etcd-admin.ts';
+import type { EtcdAdmin, EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import { FencedOutError, StoreRefusedError, type StateStore } from '../ports/state-store.ts';
 import { FailpointCrash, type FailpointHook } from './failpoints.ts';
-import { RenewDeadlineHoldError, type FencedWriter } from '../lease/fenced-writer.ts';
+import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import { peerURLsIn, tokenForLowMemberId } from './member-id.ts';
 
@@ -112,13 +112,6 @@ export async function startMemberAs(deps: ExecutorDeps, record: MachineRecord, l
 /** The machine an action concerns; a RemoveMember of an orphan member has none. */
 export function machineOf(action: Action): string | undefined {
   return 'machine' in action ? action.machine : undefined;
-}
-
-/** etcd answers that say "not now": the planner waits and tries again; everything else failed. */
-const REFUSALS: ReadonlySet<string> = new Set(['NotInSync', 'TooManyLearners', 'UnhealthyCluster', 'NotEnoughStartedMembers', 'PeerURLExists', 'BadLeaderTransferee', 'LearnerRpc']);
-
-export function failureOutcome(error: unknown): 'Refused' | 'Failed' {
-  return (error instanceof EtcdAdminError && REFUSALS.has(error.kind)) || error instanceof RenewDeadlineHoldError ? 'Refused' : 'Failed';
 }
 
 /** Errors that end the run instead of being reported and retried on the next pass. */

@@ -1,8 +1,8 @@
 import { quorum } from '../domain/quorum.ts';
 import type { AddLearner, MembershipAction, MoveLeader, Observed, PromoteLearner, RemoveMember, StartMember } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
-import { EtcdAdminError, type EtcdMember } from '../ports/etcd-admin.ts';
-import { controlPlane, emit, endsTheRun, failureOutcome, type ExecutorDeps, initialClusterFor, launchFor, machineRecord, startMemberAs, voterEndpoints } from './executor-deps.ts';
+import { EtcdAdminError } from '../ports/etcd-admin.ts';
+import { controlPlane, type ExecutorDeps, initialClusterFor, launchFor, machineRecord, startMemberAs, voterEndpoints } from './executor-deps.ts';
 import { quorumHolds } from '../planner/health-gate.ts';
 
 // Membership actions: at most one per pass per cluster, never retried blindly.
@@ -27,49 +27,17 @@ async function initCluster(deps: ExecutorDeps, observed: Observed, name: string)
   deps.failpoint('after-init-start');
 }
 
-/** One learner added and recorded; returns the membership right after the add. */
-async function addOne(deps: ExecutorDeps, observed: Observed, machine: string): Promise<EtcdMember[]> {
-  const peerURL = peerURLFor(observed, machine);
+async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<void> {
+  const peerURL = peerURLFor(observed, action.machine);
   await deps.writer.verify();
   const { member, members } = await deps.etcd.addLearner(voterEndpoints(observed), peerURL);
   deps.failpoint('after-add-learner-call');
-  await deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { memberId: member.id, role: 'join' } });
+  await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { memberId: member.id, role: 'join' } });
   deps.failpoint('after-add-learner');
-  return members;
-}
-
-/**
- * Adds the learners of the batch one after another, then starts every one added with the membership
- * after the last add. Each add past the first gets its own event; when one fails, it is reported as
- * its own, the rest of the batch is left for a later pass, and the ones added still start.
- */
-async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<void> {
-  let members = await addOne(deps, observed, action.machine);
-  const added = [action.machine];
-  for (const machine of action.together ?? []) {
-    const at = deps.clock.now();
-    const event = { at, reason: action.reason, action: 'AddLearner', machine };
-    try {
-      members = await addOne(deps, observed, machine);
-    } catch (error) {
-      if (endsTheRun(error)) throw error;
-      const message = error instanceof Error ? error.message : String(error);
-      await emit(deps, { ...event, endedAt: deps.clock.now(), type: 'Warning', outcome: failureOutcome(error), message: `AddLearner ${machine} failed: ${message}` });
-      break;
-    }
-    added.push(machine);
-    await emit(deps, { ...event, endedAt: deps.clock.now(), type: 'Normal', outcome: 'Succeeded', message: `AddLearner ${machine} (${action.reason}), with ${action.machine}` });
-  }
   deps.failpoint('before-start-member');
   await deps.writer.verify();
-  const cp = await controlPlane(deps);
-  const initialCluster = initialClusterFor(observed, members);
-  await Promise.all(
-    added.map(async (machine) => {
-      const record = await machineRecord(deps, machine);
-      await startMemberAs(deps, record, launchFor(cp, record, initialCluster, 'existing'));
-    }),
-  );
+  const record = await machineRecord(deps, action.machine);
+  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
   deps.failpoint('after-start-member');
 }
 

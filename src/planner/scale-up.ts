@@ -17,8 +17,7 @@ function joinCandidates(step: Step): ObservedMachine[] {
 }
 
 export function scaleUp(step: Step): MembershipAction | undefined {
-  const candidates = joinCandidates(step);
-  const next = candidates[0];
+  const next = joinCandidates(step)[0];
   if (!next) return undefined;
   const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view)];
   if (reasons.length > 0) {
@@ -26,10 +25,7 @@ export function scaleUp(step: Step): MembershipAction | undefined {
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
     return undefined;
   }
-  // Every free learner slot is filled by one action: the adds are quick, the starts and catch-ups
-  // then run side by side instead of one pass (and one member start) apart.
-  const together = candidates.slice(1, Math.max(1, step.view.learnerLimit - step.view.learners.length)).map(nameOf);
-  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine', ...(together.length > 0 ? { together } : {}) };
+  return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine' };
 }
 
 export function promote(step: Step): MembershipAction | undefined {

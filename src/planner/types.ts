@@ -146,12 +146,6 @@ export interface InitCluster {
 export interface AddLearner {
   kind: 'AddLearner';
   machine: string;
-  /**
-   * More provisioned machines added in turn right after this one (each its own membership change, as
-   * learner slots allow), then all started at once: each boots with the final membership, which no
-   * later add of this batch changes under it.
-   */
-  together?: string[];
   reason: string;
 }
 /** Starts a member that etcd already knows (learner added before a crash, or a restart). */

@@ -8,11 +8,11 @@ import { drawDuration } from '../api/duration.ts';
  * halfway through. Membership changes are bracketed so that the model can tell when two overlap
  * (invariant 3), whichever code path issued them.
  */
-async function call<T>(world: ModelWorld, run: () => T, change?: string, kind: 'change' | 'boot' = 'change'): Promise<T> {
+async function call<T>(world: ModelWorld, run: () => T, change?: string): Promise<T> {
   const { callLatency } = world.timings;
   const latency = callLatency.maxMs > 0 ? drawDuration(callLatency, world.random) : 0;
   const half = Math.floor(latency / 2);
-  if (change !== undefined) world.beginChange(change, kind);
+  if (change !== undefined) world.beginChange(change);
   try {
     if (latency > 0) await world.clock.sleep(half);
     else await Promise.resolve();
@@ -24,7 +24,7 @@ async function call<T>(world: ModelWorld, run: () => T, change?: string, kind: '
     }
     return result;
   } finally {
-    if (change !== undefined) world.endChange(kind);
+    if (change !== undefined) world.endChange();
   }
 }
 
@@ -91,7 +91,7 @@ export class ModelProvider implements InfraProvider {
    */
   startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
     const change = this.world.hasMemberData(cluster, name) ? undefined : `startMember ${name}`;
-    return call(this.world, () => { this.world.startMember(cluster, name, launch); }, change, 'boot');
+    return call(this.world, () => { this.world.startMember(cluster, name, launch); }, change);
   }
 
   stopMember(cluster: string, name: string): Promise<void> {

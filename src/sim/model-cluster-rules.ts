@@ -62,23 +62,16 @@ export abstract class ModelClusterRules extends ModelInfrastructure {
     }
   }
 
-  /**
-   * Brackets a membership change, or a new member's first boot (which reads the membership), so that
-   * overlaps show up as a violation of invariant 3: a change beside any other change or boot, a boot
-   * beside a change. Boots beside each other change nothing: the learners of one batch boot together.
-   */
-  beginChange(what: string, kind: 'change' | 'boot' = 'change'): void {
-    const others = kind === 'change' ? this.changesInFlight + this.bootsInFlight : this.changesInFlight;
-    if (kind === 'change') this.changesInFlight++;
-    else this.bootsInFlight++;
-    if (others > 0) {
-      this.violations.push({ at: this.clock.now(), rule: 'invariant-3', detail: `${what} started while ${String(others)} other membership change(s) were in flight` });
+  /** Brackets a membership change, so overlapping changes show up as a violation of invariant 3. */
+  beginChange(what: string): void {
+    this.changesInFlight++;
+    if (this.changesInFlight > 1) {
+      this.violations.push({ at: this.clock.now(), rule: 'invariant-3', detail: `${what} started while ${String(this.changesInFlight - 1)} other membership change(s) were in flight` });
     }
   }
 
-  endChange(kind: 'change' | 'boot' = 'change'): void {
-    if (kind === 'change') this.changesInFlight = Math.max(0, this.changesInFlight - 1);
-    else this.bootsInFlight = Math.max(0, this.bootsInFlight - 1);
+  endChange(): void {
+    this.changesInFlight = Math.max(0, this.changesInFlight - 1);
   }
 
   addLearner(endpoints: readonly string[], peerURL: string): { member: EtcdMember; members: EtcdMember[] } {

@@ -18,7 +18,6 @@ export abstract class ModelInfrastructure {
   initCount = 0;
   /** Membership changes (add, promote, remove, move leader) in flight now (invariant 3). */
   protected changesInFlight = 0;
-  protected bootsInFlight = 0;
   protected provisioningAlwaysFails = false;
 
   constructor(

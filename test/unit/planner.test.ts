@@ -257,25 +257,6 @@ describe('planner: scale up', () => {
     assert.deepEqual(started.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
   });
 
-  test('on etcd 3.6 one action adds every machine the free learner slots take, earliest provisioned first', () => {
-    const c = healthyCluster(1, { version: '3.6.17', maxLearners: 8 });
-    const waiting = [machine('t-2', { version: '3.6.17', provisionedAt: NOW - 1000 }), machine('t-3', { version: '3.6.17', provisionedAt: NOW - 3000 }), machine('t-4', { version: '3.6.17', provisionedAt: NOW - 2000 }), machine('t-5', { version: '3.6.17', provisionedAt: NOW - 500 })];
-    const all = decide(observed({ machines: [...c.machines, ...waiting], members: c.members }), spec({ replicas: 5, version: '3.6.17', maxLearners: 8 }));
-    assert.deepEqual(all.membershipAction, { kind: 'AddLearner', machine: 't-3', together: ['t-4', 't-2', 't-5'], reason: 'JoinNextMachine' });
-    // Two slots: the earliest two; one learner slot (3.4/3.5, or maxLearners 1): one add, as before.
-    const two = healthyCluster(1, { version: '3.6.17', maxLearners: 2 });
-    assert.deepEqual(decide(observed({ machines: [...two.machines, ...waiting], members: two.members }), spec({ replicas: 5, version: '3.6.17', maxLearners: 2 })).membershipAction, { kind: 'AddLearner', machine: 't-3', together: ['t-4'], reason: 'JoinNextMachine' });
-    const one = healthyCluster(1, { version: '3.6.17', maxLearners: 1 });
-    assert.deepEqual(decide(observed({ machines: [...one.machines, ...waiting], members: one.members }), spec({ replicas: 5, version: '3.6.17', maxLearners: 1 })).membershipAction, { kind: 'AddLearner', machine: 't-3', reason: 'JoinNextMachine' });
-    // A slot already taken by a named learner catching up leaves the others for this batch.
-    const busy = healthyCluster(2, { version: '3.6.17', maxLearners: 2 });
-    const held = decide(
-      observed({ machines: [...busy.machines, machine('t-4', { phase: 'Learner', version: '3.6.17', maxLearners: 2 }), machine('t-5', { version: '3.6.17' }), machine('t-6', { version: '3.6.17' })], members: [...busy.members, learner('t-4', { raftAppliedIndex: 1200, version: '3.6.17' })] }),
-      spec({ replicas: 5, version: '3.6.17', maxLearners: 2 }),
-    );
-    assert.deepEqual(held.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
-  });
-
   test('promotes only when the learner answers and is within the catch-up margin', () => {
     const cases: { name: string; learner: Parameters<typeof learner>[1]; expect: string }[] = [
       { name: 'fully applied', learner: { raftAppliedIndex: 1350 }, expect: 'PromoteLearner' },
