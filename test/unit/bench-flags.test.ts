@@ -40,3 +40,10 @@ test('--host-bandwidth takes a tc rate; absent, the bench runs on loopback', () 
     assert.throws(() => parseBenchFlags(flags({ hostBandwidth: bad })), new RegExp(`--host-bandwidth: must be a rate such as 100mbit .*got ${bad.replace('/', '\\/')}`));
   }
 });
+
+test('--method: scale-up (the default) or restore, which needs --keyspace', () => {
+  assert.equal(parseBenchFlags(flags()).method, 'scale-up');
+  assert.equal(parseBenchFlags(flags({ keyspace: '16MiB', method: 'restore' })).method, 'restore');
+  assert.throws(() => parseBenchFlags(flags({ method: 'restore' })), /--method restore: give --keyspace/);
+  assert.throws(() => parseBenchFlags(flags({ keyspace: '16MiB', method: 'snapshot' })), /--method: must be scale-up or restore, got snapshot/);
+});
