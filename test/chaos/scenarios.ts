@@ -118,29 +118,32 @@ export class ScenarioRun {
     throw new Error('no leader found');
   }
 
-  /** Stops (SIGSTOP) each learner as soon as etcd lists it with its name, until `count` are; returns them. */
-  async freezeNamedLearners(count: number, timeoutMs = 60_000): Promise<string[]> {
-    const frozen = new Set<string>();
+  /**
+   * Waits until etcd lists `count` learners with their names (started), calling `onNamed` on each as
+   * soon as it is; returns their names in the order they were seen.
+   */
+  async namedLearners(count: number, onNamed: (name: string) => void = () => undefined, timeoutMs = 60_000): Promise<string[]> {
+    const named: string[] = [];
     await waitFor(
       `${String(count)} named learners`,
       async () => {
         const admin = adminFor(this.access, { callTimeoutMs: 500 });
         try {
           for (const m of await admin.memberList(this.access.endpoints)) {
-            if (!m.isLearner || m.name === '' || frozen.has(m.name)) continue;
-            this.kill(m.name, 'SIGSTOP');
-            frozen.add(m.name);
+            if (!m.isLearner || m.name === '' || named.includes(m.name)) continue;
+            onNamed(m.name);
+            named.push(m.name);
           }
         } catch {
           // A member list that fails is asked again.
         } finally {
           await admin.close();
         }
-        return frozen.size >= count ? true : undefined;
+        return named.length >= count ? true : undefined;
       },
       timeoutMs,
     );
-    return [...frozen];
+    return named;
   }
 
   /** Waits until etcd lists a learner (added, maybe not started yet); resolves with its peer URL. */
@@ -408,7 +411,9 @@ export const SCENARIOS: ChaosScenario[] = [
         // On loopback an 8 MB catch-up takes well under a second, so each learner is frozen once it is
         // named (the join gate's condition for the next add) and thawed after the kill: three learners
         // are then still catching up when the leader dies.
-        const frozen = await s.freezeNamedLearners(3);
+        const frozen = await s.namedLearners(3, (name) => {
+          s.kill(name, 'SIGSTOP');
+        });
         s.kill(leader);
         for (const learner of frozen) s.kill(learner, 'SIGCONT');
         const run = await scale.done;
