@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, test } from 'node:test';
@@ -145,7 +145,13 @@ describe('one writer per cluster, on real etcd', { timeout: 600_000 }, () => {
       const removedBefore = removals();
       const scale1 = env.start(['scale', 'cc', '--replicas', '1', '--timeout', '180s']);
       await waitFor('a member removed by the scale-down', () => (removals() > removedBefore ? true : undefined));
-      scale1.child.kill('SIGSTOP');
+      // Paused outside the state dir's lock: a holder silent for 10 s is taken for hung, and the next
+      // reader breaks its lock, a change this check would count.
+      const lock = join(env.stateDir, 'clusters', 'cc', 'state.lock');
+      for (scale1.child.kill('SIGSTOP'); existsSync(lock); scale1.child.kill('SIGSTOP')) {
+        scale1.child.kill('SIGCONT');
+        await sleep(20);
+      }
       try {
         await sleep(2_500); // past the 2 s deletion delay: the old status path would have wiped the machine
         const before = stateOf(env);
