@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { MEMBERSHIP_ACTIONS } from '../../src/bench/membership.ts';
 import { plan } from '../../src/planner/plan.ts';
 import type { ConditionType, Decision, MachineAction, Observed, PlannerSpec } from '../../src/planner/types.ts';
 import { NOW, spec } from './observed.ts';
@@ -32,9 +33,7 @@ export function conditionOf(d: Decision, type: ConditionType): Decision['conditi
   return c;
 }
 
-const MEMBERSHIP_KINDS = new Set(['InitCluster', 'AddLearner', 'StartMember', 'PromoteLearner', 'MoveLeader', 'RemoveMember']);
-
 /** Membership actions take the one slot per cluster: none may hide among the parallel machine actions. */
 export function assertNoMembershipInMachineActions(d: Decision): void {
-  for (const a of d.machineActions) assert.ok(!MEMBERSHIP_KINDS.has(a.kind), `membership action ${a.kind} among machine actions`);
+  for (const a of d.machineActions) assert.ok(!MEMBERSHIP_ACTIONS.has(a.kind), `membership action ${a.kind} among machine actions`);
 }
