@@ -56,8 +56,11 @@ function readDurations(): Durations {
 function writeDurations(known: Durations, runs: FileRun[], present: Set<string>): void {
   const next: Durations = Object.fromEntries(Object.entries(known).filter(([file]) => present.has(file)));
   for (const run of runs.filter((r) => r.ok)) next[run.file] = { seconds: Math.round(run.seconds * 10) / 10, source: 'measured' };
-  const sorted = Object.fromEntries(Object.entries(next).sort(([a], [b]) => a.localeCompare(b)));
-  writeFileSync(DURATIONS_FILE, `${JSON.stringify(sorted, null, 2)}\n`);
+  // One line per file, so the file stays short and a refresh reads as a diff of times.
+  const lines = Object.entries(next)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([file, duration]) => `  ${JSON.stringify(file)}: ${JSON.stringify(duration)}`);
+  writeFileSync(DURATIONS_FILE, `{\n${lines.join(',\n')}\n}\n`);
 }
 
 /** The top-level `# tests N` lines of node:test's TAP summary. */
