@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isCpuHeavy, isTimingSensitive, LANES, laneOf, testFiles, type Lane } from './test-lanes.ts';
+import { LANES, laneOf, mayRunBeside, testFiles, type Lane } from './test-lanes.ts';
 
 /**
  * Runs test lanes (scripts/test-lanes.ts) or single files: one `node --test` process per file, as many
@@ -97,12 +97,6 @@ function runFile(file: string, logDir: string): Promise<FileRun> {
   });
 }
 
-/** A timing-sensitive file never runs beside a CPU-heavy one. */
-function fitsBeside(file: string, running: string[]): boolean {
-  if (isCpuHeavy(file) && running.some(isTimingSensitive)) return false;
-  return !(isTimingSensitive(file) && running.some(isCpuHeavy));
-}
-
 const seconds = (s: number): string => `${s.toFixed(1).padStart(7)} s`;
 
 function printFinished(run: FileRun): void {
@@ -129,7 +123,7 @@ async function runGroup(group: Group, durations: Durations, logDir: string, slot
     while (queue.length > 0 || running.size > 0) {
       for (let i = 0; i < queue.length && running.size < slots; ) {
         const file = queue[i]!;
-        if (!fitsBeside(file, [...running.keys()])) {
+        if (!mayRunBeside(file, [...running.keys()])) {
           i++;
           continue;
         }

@@ -35,8 +35,14 @@ const TIMING_SENSITIVE = ['test/chaos/', 'test/e2e/bench-lab.test.ts', 'test/e2e
 
 const matches = (file: string, entries: readonly string[]): boolean => entries.some((entry) => (entry.endsWith('/') ? file.startsWith(entry) : file === entry));
 
-export const isCpuHeavy = (file: string): boolean => matches(file, CPU_HEAVY);
-export const isTimingSensitive = (file: string): boolean => matches(file, TIMING_SENSITIVE);
+const isCpuHeavy = (file: string): boolean => matches(file, CPU_HEAVY);
+const isTimingSensitive = (file: string): boolean => matches(file, TIMING_SENSITIVE);
+
+/** Whether `file` may start while `running` run: never a CPU-heavy file beside a timing-sensitive one. */
+export function mayRunBeside(file: string, running: readonly string[]): boolean {
+  if (isCpuHeavy(file) && running.some(isTimingSensitive)) return false;
+  return !(isTimingSensitive(file) && running.some(isCpuHeavy));
+}
 
 /** The lane of a test file, or undefined when neither its folder (or one above) nor its name is listed. */
 export function laneOf(file: string): Lane | undefined {
