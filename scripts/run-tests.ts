@@ -43,7 +43,7 @@ interface Group {
   files: string[];
 }
 
-function fail(message: string): never {
+function abort(message: string): never {
   process.stderr.write(`${message}\n`);
   process.exit(1);
 }
@@ -159,11 +159,11 @@ function printSummary(runs: FileRun[], logDir: string): void {
  */
 function groupsFor(targets: string[], all: string[]): Group[] {
   const unassigned = all.filter((file) => laneOf(file) === undefined);
-  if (unassigned.length > 0) fail(`test files in no lane (add their folder or name in scripts/test-lanes.ts):\n  ${unassigned.join('\n  ')}`);
+  if (unassigned.length > 0) abort(`test files in no lane (add their folder or name in scripts/test-lanes.ts):\n  ${unassigned.join('\n  ')}`);
   const lanes = targets.includes('all') ? [...LANES] : LANES.filter((lane) => targets.includes(lane));
   const files = targets.filter((target) => target !== 'all' && !LANES.some((lane) => lane === target));
   const missing = files.filter((file) => !existsSync(join(ROOT, file)));
-  if (missing.length > 0) fail(`no such test file or lane: ${missing.join(', ')} (lanes: all, ${LANES.join(', ')})`);
+  if (missing.length > 0) abort(`no such test file or lane: ${missing.join(', ')} (lanes: all, ${LANES.join(', ')})`);
   const inLanes = (names: Lane[]): Group => ({ name: names.join(' + '), files: all.filter((file) => names.some((lane) => laneOf(file) === lane)) });
   const slow = lanes.filter((lane) => lane !== 'fast');
   return [...(lanes.includes('fast') ? [inLanes(['fast'])] : []), ...(slow.length > 0 ? [inLanes(slow)] : []), ...(files.length > 0 ? [{ name: 'files', files }] : [])];
@@ -173,7 +173,7 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const record = args.includes('--record');
   const targets = args.filter((arg) => arg !== '--record');
-  if (targets.length === 0) fail('usage: run-tests.ts [--record] all | <lane>... | <file>...');
+  if (targets.length === 0) abort('usage: run-tests.ts [--record] all | <lane>... | <file>...');
   const all = testFiles(ROOT);
   const groups = groupsFor(targets, all);
   const durations = readDurations();
