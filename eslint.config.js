@@ -31,17 +31,18 @@ const PURE = new Set(['planner', 'domain']);
 /**
  * The parts of src/adapters and which other parts each may import, besides itself. A part is a folder
  * (`etcd`) or the files directly in one (`*.ts`, `providers/*.ts`). Providers build on the etcd tools,
- * the certificates and the host; `providers/*.ts` (the registry, the flags both providers share) is the
- * one place that knows both providers, so neither imports the other. The local provider keeps its
- * records in a memory store when it is given none.
+ * the certificates and the host (a member's flags name its certificate files); `providers/*.ts` (the
+ * registry, what both providers share) is the one place that knows both providers, so neither imports
+ * the other, and no store imports a provider. The local provider keeps its records in a memory store
+ * when it is given none.
  */
 const ADAPTERS = {
   '*.ts': ['host'],
-  host: [],
+  host: ['pki'],
   etcd: ['*.ts', 'host'],
   pki: ['*.ts'],
   stores: ['*.ts', 'host', 'etcd'],
-  'providers/*.ts': ['*.ts', 'pki', 'providers/local', 'providers/ssh'],
+  'providers/*.ts': ['*.ts', 'host', 'pki', 'providers/local', 'providers/ssh'],
   'providers/local': ['*.ts', 'host', 'etcd', 'pki', 'stores', 'providers/*.ts'],
   'providers/ssh': ['*.ts', 'host', 'etcd', 'pki', 'providers/*.ts'],
 };
