@@ -9,7 +9,7 @@ after(() => {
   env.cleanup();
 });
 
-describe('fastplane bench --preload on real etcd', { timeout: 300_000 }, () => {
+describe('fastplane bench --preload on real etcd', { timeout: 600_000 }, () => {
   test('learners catch up from a snapshot, and the bench breaks catch-up down from their own logs', async () => {
     // 48 MB of 4 KiB values is ~11.7k writes: past the provider's --snapshot-count of 10,000, so the
     // leader has compacted its log and each learner must be sent the database as a snapshot.
