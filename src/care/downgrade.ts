@@ -16,7 +16,7 @@ export interface DowngradeDeps {
   provider: Pick<MachineProvider, 'stopMember' | 'startMember'>;
   machines: readonly MachineRecord[];
   /** How the machine's member starts again on its data dir, at the machine's (new) version. */
-  launchFor: (machine: MachineRecord) => Promise<MemberLaunch>;
+  launchFor: (machine: MachineRecord) => MemberLaunch;
   /** Records the version a machine's member runs, before it is started on it. */
   recordVersion: (machine: string, version: string) => Promise<void>;
   lease: LeaseGuard;
@@ -104,7 +104,7 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
         const machine = machineOf(deps, voter);
         await deps.provider.stopMember(deps.cluster, machine.name);
         await deps.recordVersion(machine.name, version);
-        await deps.provider.startMember(deps.cluster, machine.name, await deps.launchFor({ ...machine, version }));
+        await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor({ ...machine, version }));
         note(`${machine.name} restarted in place on etcd ${version}`);
       });
     } catch (error) {

@@ -1,4 +1,6 @@
-import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import { relaunchFor, startMemberAs } from '../cluster/member-launch.ts';
+import { observe } from '../cluster/observe.ts';
+import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { Observed, ObservedMachine } from '../planner/types.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
@@ -7,7 +9,7 @@ import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
-import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { BlockedError } from './blocked-error.ts';
 
@@ -62,10 +64,6 @@ export interface RecoverDeps {
   admin: EtcdAdmin;
   maintenance: EtcdMaintenance;
   clock: Clock;
-  /** The cluster as one reconcile pass observes it, through `admin`. */
-  observe: () => Promise<Observed>;
-  /** How a machine's member starts again on its data dir. */
-  relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
   /**
    * A member's committed index read offline from its data dir, undefined when the data dir is gone.
    * Given only where the data dirs are on this host (the local provider); otherwise stopped members
@@ -133,7 +131,7 @@ async function readingOf(deps: RecoverDeps, observed: Observed, machine: Observe
 /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
 export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
   const cp = await controlPlane(deps);
-  const observed = await deps.observe();
+  const observed = await observe({ cluster: deps.cluster, etcd: deps.admin, provider: deps.provider, store: deps.store });
   const view = buildView(toPlannerSpec(cp.manifest), observed, deps.clock.now());
   if (view.membersKnown && view.voters.length > 0 && hasQuorum(view)) {
     throw new HasQuorumError(
@@ -222,7 +220,7 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     if (record?.peerURL === undefined) return false;
     await writer.verify();
     // An existing data dir: etcd ignores the initial cluster and rejoins with the members it recorded.
-    await provider.startMember(cluster, name, await deps.relaunch(cp, record));
+    await startMemberAs({ cluster, provider, writer }, record, relaunchFor(cp, record));
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
   const deadline = clock.now() + RESTART_TIMEOUT_MS;
@@ -256,8 +254,7 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   for (const name of plan.deleted) await provider.stopMember(cluster, name);
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
-  const launch = { ...(await deps.relaunch(cp, record)), forceNewCluster: true };
-  await provider.startMember(cluster, plan.chosen.machine, launch);
+  await startMemberAs({ cluster, provider, writer }, record, { ...relaunchFor(cp, record), forceNewCluster: true });
   const deadline = clock.now() + FORCED_START_TIMEOUT_MS;
   for (;;) {
     try {

@@ -17,7 +17,7 @@ import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../lease/lease-keeper.ts';
-import type { ObserveDeps } from '../reconciler/observe.ts';
+import type { ObserveDeps } from '../cluster/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { careFor } from './care.ts';
 import { openLogger, parseLogOptions, type LogOptions } from './logging.ts';

@@ -1,7 +1,7 @@
 import { InvalidInputError } from '../api/errors.ts';
 import { plan } from '../planner/plan.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import { observe } from '../reconciler/observe.ts';
+import { observe } from '../cluster/observe.ts';
 import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { CliContext } from './context.ts';
 

@@ -2,7 +2,8 @@ import { parseDuration } from '../api/duration.ts';
 import type { MachineRecord } from '../domain/machine.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
 import type { CreateMachine, Decision, MachineAction, Observed } from '../planner/types.ts';
-import { controlPlane, emit, endsTheRun, launchFor, machineOf, machineRecord, startMemberAs, type ExecutorDeps } from './executor-deps.ts';
+import { launchFor, startMemberAs } from '../cluster/member-launch.ts';
+import { controlPlane, emit, endsTheRun, machineOf, machineRecord, type ExecutorDeps } from './executor-deps.ts';
 
 // Machine actions: many run at once, each idempotent.
 

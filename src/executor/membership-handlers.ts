@@ -2,7 +2,8 @@ import { quorum } from '../domain/quorum.ts';
 import type { AddLearner, MembershipAction, MoveLeader, Observed, PromoteLearner, RemoveMember, StartMember } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
 import { EtcdAdminError } from '../ports/etcd-admin.ts';
-import { controlPlane, type ExecutorDeps, initialClusterFor, launchFor, machineRecord, startMemberAs, voterEndpoints } from './executor-deps.ts';
+import { initialClusterFor, launchFor, startMemberAs } from '../cluster/member-launch.ts';
+import { controlPlane, type ExecutorDeps, machineRecord, voterEndpoints } from './executor-deps.ts';
 import { quorumHolds } from '../planner/health-gate.ts';
 
 // Membership actions: at most one per pass per cluster, never retried blindly.

@@ -8,7 +8,7 @@ import { Etcd3Admin, readTlsCredentials } from '../../src/adapters/etcd/etcd3-ad
 import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
 import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 import { memberFlags } from '../../src/adapters/providers/member-flags.ts';
-import { initialMemberId, LOW_MEMBER_ID, tokenForLowMemberId } from '../../src/executor/member-id.ts';
+import { initialMemberId, LOW_MEMBER_ID, tokenForLowMemberId } from '../../src/cluster/member-id.ts';
 import { initSample, initToken, joinSample, type CalibrationWorld } from '../../src/bench/calibration.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 
