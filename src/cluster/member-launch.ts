@@ -6,6 +6,7 @@ import type { Observed } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
 import type { EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { StateStore } from '../ports/state-store.ts';
 import { peerURLsIn, tokenForLowMemberId } from './member-id.ts';
 
 // How a machine's member is started, by the executor (init, join, restart) and by day-2 care (rolling
@@ -66,4 +67,14 @@ export async function startMemberAs(deps: MemberStarter, record: MachineRecord, 
     await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict, maxLearners: launch.maxLearners } });
   }
   await deps.provider.startMember(deps.cluster, record.name, launch);
+}
+
+/**
+ * Starts the member of machine `name` as its record says now, with `initialCluster` (by default the
+ * member alone: what a restart on its data dir or the start of a new cluster gives).
+ */
+export async function startMachineMember(deps: MemberStarter & { store: StateStore }, cp: ControlPlaneRecord, name: string, state: 'new' | 'existing', initialCluster?: string): Promise<void> {
+  const record = await deps.store.getMachine(deps.cluster, name);
+  if (record?.peerURL === undefined) throw new Error(`machine ${name} has no ${record ? 'peer URL' : 'record'}`);
+  await startMemberAs(deps, record, launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
 }

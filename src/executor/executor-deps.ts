@@ -1,6 +1,6 @@
 import { InvalidInputError } from '../api/errors.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import type { Action, LastMembershipAttempt, MachineAction, Observed, ObservedMember } from '../planner/types.ts';
+import type { LastMembershipAttempt, MachineAction } from '../planner/types.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
@@ -42,26 +42,6 @@ export async function machineRecord(deps: ExecutorDeps, name: string): Promise<M
   const record = await deps.store.getMachine(deps.cluster, name);
   if (!record) throw new Error(`machine ${name} has no record`);
   return record;
-}
-
-export async function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): Promise<void> {
-  const full: EventRecord = { cluster: deps.cluster, ...event };
-  await deps.writer.commit({ kind: 'AppendEvent', event: full });
-  deps.notify?.(full);
-}
-
-/** Voter client URLs, leader first: membership calls go to voters only (learners refuse them). */
-export function voterEndpoints(observed: Observed, exceptMemberId?: string): string[] {
-  if (!observed.members.ok) return [];
-  const voters = observed.members.list.filter((m) => !m.isLearner && m.id !== exceptMemberId && m.clientURLs.length > 0);
-  const leaderIds = new Set(voters.map((m) => (m.status?.ok ? m.status.status.leaderId : '')));
-  const isLeader = (m: ObservedMember): boolean => leaderIds.has(m.id);
-  return [...voters].sort((a, b) => Number(isLeader(b)) - Number(isLeader(a))).flatMap((m) => m.clientURLs.slice(0, 1));
-}
-
-/** The machine an action concerns; a RemoveMember of an orphan member has none. */
-export function machineOf(action: Action): string | undefined {
-  return 'machine' in action ? action.machine : undefined;
 }
 
 /** Errors that end the run instead of being reported and retried on the next pass. */
