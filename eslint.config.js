@@ -8,7 +8,7 @@ import { createNodeResolver, importX } from 'eslint-plugin-import-x';
  * <- app, controller <- cli. Adapters implement ports and import nothing above them; sim, bench and cli put the parts
  * together (composition roots), report renders what bench measured.
  */
-const LAYERS = {
+export const LAYERS = {
   api: [],
   domain: ['api'],
   ports: ['api', 'domain'],
@@ -19,7 +19,7 @@ const LAYERS = {
   reconciler: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor'],
   care: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster'],
   app: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'care'],
-  controller: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler'],
+  controller: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'app'],
   adapters: ['api', 'domain', 'ports'],
   sim: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'adapters'],
   bench: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'adapters'],
