@@ -4,7 +4,7 @@ import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { Observed, ObservedMachine } from '../planner/types.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import { quorumHolds } from '../planner/health-gate.ts';
+import { quorumHolds } from '../planner/health.ts';
 import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';

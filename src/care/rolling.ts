@@ -1,4 +1,4 @@
-import { agreedLeader, mayStopVoter, type VoterHealthReading } from '../planner/health-gate.ts';
+import { agreedLeader, isHealthyVoter, leaderClaims, mayStopVoter, type VoterReading } from '../planner/health.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { BlockedError } from './blocked-error.ts';
@@ -6,7 +6,7 @@ import { BlockedError } from './blocked-error.ts';
 /**
  * Day-2 work done to members one at a time (certificate renewal, defragmentation): the cluster must
  * be healthy before it starts; each voter is stopped only when the planner's health gate allows it
- * (planner/health-gate.ts), and is back before the next. Followers go first, and the leader last,
+ * (planner/health.ts), and is back before the next. Followers go first, and the leader last,
  * after leadership has moved away, so no step costs an election on top of the member's own pause.
  */
 
@@ -31,8 +31,8 @@ function nameOf(member: EtcdMember): string {
 }
 
 /** One reading of the cluster: every voter for the gate, with the status of those that answer. */
-interface ClusterReading {
-  gate: VoterHealthReading[];
+export interface ClusterReading {
+  gate: VoterReading[];
   learners: string[];
   answering: VoterHealth[];
   /** Why each voter that did not answer did not ("has not started", "does not answer (...)"), by member ID. */
@@ -51,7 +51,7 @@ async function answerOf(admin: EtcdAdmin, member: EtcdMember): Promise<VoterAnsw
   }
 }
 
-async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading> {
+export async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading> {
   let members: EtcdMember[];
   try {
     members = await admin.memberList(endpoints);
@@ -63,10 +63,10 @@ async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Prom
     if ('voter' in answer) {
       const { member, status } = answer.voter;
       reading.answering.push(answer.voter);
-      reading.gate.push({ id: member.id, name: nameOf(member), healthy: status.leaderId !== '0', leaderId: status.leaderId });
+      reading.gate.push({ id: member.id, name: nameOf(member), leaderId: status.leaderId });
     } else {
       reading.silent.set(answer.member.id, answer.why);
-      reading.gate.push({ id: answer.member.id, name: nameOf(answer.member), healthy: false });
+      reading.gate.push({ id: answer.member.id, name: nameOf(answer.member) });
     }
   }
   return reading;
@@ -80,7 +80,7 @@ export async function healthyVoters(admin: EtcdAdmin, endpoints: readonly string
   const [silent] = reading.gate.filter((v) => reading.silent.has(v.id));
   if (silent) throw new BlockedError(`voter ${silent.name} ${reading.silent.get(silent.id) ?? ''}`);
   const leaderId = agreedLeader(reading.gate);
-  if (leaderId === undefined || reading.gate.some((v) => !v.healthy)) throw new BlockedError(`voters do not agree on a leader (${[...new Set(reading.gate.map((v) => v.leaderId))].join(', ')})`);
+  if (leaderId === undefined || !reading.gate.every(isHealthyVoter)) throw new BlockedError(`voters do not agree on a leader (${leaderClaims(reading.gate)})`);
   const voters = [...reading.answering].sort((a, b) => Number(a.member.id === leaderId) - Number(b.member.id === leaderId));
   return { leaderId, voters };
 }
@@ -115,7 +115,7 @@ async function whenBack(admin: EtcdAdmin, endpoints: readonly string[], id: stri
   for (;;) {
     const reading = await readCluster(admin, endpoints);
     const voter = reading.gate.find((v) => v.id === id);
-    if (voter?.healthy === true && agreedLeader(reading.gate) !== undefined) return;
+    if (voter !== undefined && isHealthyVoter(voter) && agreedLeader(reading.gate) !== undefined) return;
     if (clock.now() >= deadline) throw new BlockedError(`voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
     await clock.sleep(200);
   }

@@ -6,7 +6,7 @@ import { initialClusterFor, startMachineMember } from '../cluster/member-launch.
 import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { ExecutorDeps } from './executor-deps.ts';
 import type { FailpointName } from './failpoints.ts';
-import { quorumHolds } from '../planner/health-gate.ts';
+import { isHealthyVoter, quorumHolds } from '../planner/health.ts';
 
 // Membership actions: at most one per pass per cluster, never retried blindly.
 
@@ -126,7 +126,7 @@ async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLe
 async function confirmRemainingQuorum(deps: ExecutorDeps, observed: Observed, victim: string, endpoints: string[]): Promise<void> {
   const remaining = observed.members.ok ? observed.members.list.filter((m) => !m.isLearner && m.id !== victim).length : endpoints.length;
   const answers = await Promise.allSettled(endpoints.map((endpoint) => deps.etcd.status(endpoint)));
-  const healthy = answers.filter((a) => a.status === 'fulfilled' && a.value.leaderId !== '0' && a.value.leaderId !== '').length;
+  const healthy = answers.filter((a) => a.status === 'fulfilled' && isHealthyVoter({ id: a.value.memberId, name: a.value.memberId, leaderId: a.value.leaderId })).length;
   // The planner's gate again, on answers taken right now: the last-moment re-check of the same rule.
   if (!quorumHolds(remaining, healthy)) {
     throw new EtcdAdminError('UnhealthyCluster', `removal held: ${String(healthy)} of the ${String(remaining)} remaining voters answer with a leader right now, quorum is ${String(quorum(remaining))}`);
