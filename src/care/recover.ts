@@ -12,6 +12,7 @@ import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { BlockedError } from './blocked-error.ts';
+import { done, requeueAfter, runSteps, type Step } from './steps.ts';
 
 /**
  * `fastplane recover`: the way back when quorum is lost. When a quorum of the voters still has an
@@ -210,6 +211,32 @@ export async function carryOutRecovery(deps: RecoverDeps, writer: FencedWriter, 
   return 'forced';
 }
 
+const POLL_MS = 250;
+
+/** Done once a linearizable member list answers: only through a leader with a quorum behind it. */
+export function quorumBackStep(admin: EtcdAdmin, endpoints: readonly string[]): Step {
+  return async () => {
+    try {
+      await admin.memberList(endpoints);
+      return done('quorum is back');
+    } catch (error) {
+      return requeueAfter(POLL_MS, 'QuorumNotBack', `no quorum answers yet: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+}
+
+/** Done once the forced survivor answers as a one-member cluster. */
+export function forcedBackStep(admin: EtcdAdmin, chosen: SurvivorReading): Step {
+  return async () => {
+    try {
+      if ((await admin.memberList([chosen.clientURL])).length === 1) return done(`${chosen.machine} runs alone`);
+    } catch {
+      // Still starting.
+    }
+    return requeueAfter(POLL_MS, 'SurvivorNotBack', `${chosen.machine} did not come back as a one-member cluster within ${String(FORCED_START_TIMEOUT_MS / 1000)} s`);
+  };
+}
+
 /** Starts each stopped voter of `plan.restart` as it was; true once a quorum answers a linearizable member list. */
 async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<boolean> {
   const { cluster, provider, clock } = deps;
@@ -223,16 +250,11 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     await startMemberAs({ cluster, provider, writer }, record, relaunchFor(cp, record));
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
-  const deadline = clock.now() + RESTART_TIMEOUT_MS;
-  for (;;) {
-    try {
-      // Linearizable: answered only through a leader with a quorum behind it.
-      await deps.admin.memberList(endpoints);
-      break;
-    } catch {
-      if (clock.now() >= deadline) return false;
-      await clock.sleep(250);
-    }
+  try {
+    await runSteps(quorumBackStep(deps.admin, endpoints), clock, clock.now() + RESTART_TIMEOUT_MS);
+  } catch (error) {
+    if (error instanceof BlockedError) return false;
+    throw error;
   }
   await writer.commit({
     kind: 'AppendEvent',
@@ -255,17 +277,7 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
   await startMemberAs({ cluster, provider, writer }, record, { ...relaunchFor(cp, record), forceNewCluster: true });
-  const deadline = clock.now() + FORCED_START_TIMEOUT_MS;
-  for (;;) {
-    try {
-      const members = await deps.admin.memberList([plan.chosen.clientURL]);
-      if (members.length === 1) break;
-    } catch {
-      // Still starting.
-    }
-    if (clock.now() >= deadline) throw new BlockedError(`${plan.chosen.machine} did not come back as a one-member cluster within ${String(FORCED_START_TIMEOUT_MS / 1000)} s`);
-    await clock.sleep(250);
-  }
+  await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, clock.now() + FORCED_START_TIMEOUT_MS);
   const at = clock.now();
   // Failed and leaving: the reconcile tears these machines down and provisions their replacements.
   await writer.commit(

@@ -2,6 +2,7 @@ import { agreedLeader, isHealthyVoter, leaderClaims, mayStopVoter, type VoterRea
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { BlockedError } from './blocked-error.ts';
+import { done, failed, requeueAfter, runSteps, type Step, type StepResult } from './steps.ts';
 
 /**
  * Day-2 work done to members one at a time (certificate renewal, defragmentation): the cluster must
@@ -85,46 +86,61 @@ export async function healthyVoters(admin: EtcdAdmin, endpoints: readonly string
   return { leaderId, voters };
 }
 
+/** A reading for a step: the member list unreadable is an Error (no voter can be judged without it). */
+async function readForStep(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading | StepResult> {
+  try {
+    return await readCluster(admin, endpoints);
+  } catch (error) {
+    return failed('MemberListUnavailable', message(error));
+  }
+}
+
+const POLL_MS = 200;
+
 /**
- * Waits until the health gate lets voter `id` be stopped, moving leadership off it when it leads;
- * returns the voter as it answers then. BlockedError naming what the gate waits for after timeoutMs.
+ * One step toward `work` on voter `id`: done once the health gate let it be stopped and `work` ran
+ * (`beforeEach` first: the lease). Until then, leadership is moved off it when it leads
+ * (RequeueAfter LeaderMoving), or the gate's code says what it waits for.
  */
-async function whenStoppable(admin: EtcdAdmin, endpoints: readonly string[], id: string, clock: Clock, timeoutMs: number): Promise<VoterHealth> {
-  const deadline = clock.now() + timeoutMs;
-  for (;;) {
-    const reading = await readCluster(admin, endpoints);
+export function stopVoterStep(admin: EtcdAdmin, endpoints: readonly string[], id: string, beforeEach: () => Promise<void>, work: (voter: VoterHealth) => Promise<void>): Step {
+  return async () => {
+    const reading = await readForStep(admin, endpoints);
+    if ('kind' in reading) return reading;
     const verdict = mayStopVoter(reading.gate, reading.learners, id);
-    if (!verdict.ok && verdict.code === 'NotAVoter') throw new BlockedError(`member ${id} left the cluster meanwhile`);
+    if (!verdict.ok && verdict.code === 'NotAVoter') return failed('VoterLeft', `member ${id} left the cluster meanwhile`);
     const target = reading.answering.find((v) => v.member.id === id);
     const successor = reading.answering.find((v) => v.member.id !== id && v.status.leaderId === id);
     if (!verdict.ok && verdict.code === 'IsLeader' && target && successor) {
       // Handed to a healthy follower; a later reading shows when every voter follows it.
       await admin.moveLeader(target.endpoint, successor.member.id);
-      await clock.sleep(200);
-      continue;
+      return requeueAfter(POLL_MS, 'LeaderMoving', `moving leadership off ${nameOf(target.member)}`);
     }
-    if (verdict.ok && target) return target;
-    if (clock.now() >= deadline) throw new BlockedError(verdict.ok ? `voter ${reading.gate.find((v) => v.id === id)?.name ?? id} ${reading.silent.get(id) ?? 'does not answer'}` : verdict.message);
-    await clock.sleep(200);
-  }
+    if (verdict.ok && target) {
+      await beforeEach();
+      await work(target);
+      return done(`${nameOf(target.member)} done`);
+    }
+    const name = reading.gate.find((v) => v.id === id)?.name ?? id;
+    return verdict.ok ? requeueAfter(POLL_MS, 'VoterNotAnswering', `voter ${name} ${reading.silent.get(id) ?? 'does not answer'}`) : requeueAfter(POLL_MS, verdict.code, verdict.message);
+  };
 }
 
-/** Waits until voter `id` answers again with the leader the voters agree on; BlockedError after timeoutMs. */
-async function whenBack(admin: EtcdAdmin, endpoints: readonly string[], id: string, clock: Clock, timeoutMs: number): Promise<void> {
-  const deadline = clock.now() + timeoutMs;
-  for (;;) {
-    const reading = await readCluster(admin, endpoints);
+/** Done once voter `id` answers again with the leader the voters agree on; RequeueAfter VoterNotBack until then. */
+export function voterBackStep(admin: EtcdAdmin, endpoints: readonly string[], id: string): Step {
+  return async () => {
+    const reading = await readForStep(admin, endpoints);
+    if ('kind' in reading) return reading;
     const voter = reading.gate.find((v) => v.id === id);
-    if (voter !== undefined && isHealthyVoter(voter) && agreedLeader(reading.gate) !== undefined) return;
-    if (clock.now() >= deadline) throw new BlockedError(`voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
-    await clock.sleep(200);
-  }
+    if (voter !== undefined && isHealthyVoter(voter) && agreedLeader(reading.gate) !== undefined) return done(`${voter.name} is back`);
+    return requeueAfter(POLL_MS, 'VoterNotBack', `voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
+  };
 }
 
 /**
  * Runs `step` on each voter (or those whose IDs are in `only`), followers first and the leader last
  * (after moving leadership away). Each voter is stopped only when the health gate allows it, and is
  * back, answering with the agreed leader, before the next; `beforeEach` guards every step (the lease).
+ * Each wait is a step driven by runSteps, within `healthTimeoutMs`.
  */
 export async function oneVoterAtATime(
   admin: EtcdAdmin,
@@ -135,9 +151,7 @@ export async function oneVoterAtATime(
   const { clock, healthTimeoutMs, only } = options;
   const first = await healthyVoters(admin, endpoints);
   for (const id of first.voters.map((v) => v.member.id).filter((memberId) => only?.has(memberId) ?? true)) {
-    const voter = await whenStoppable(admin, endpoints, id, clock, healthTimeoutMs);
-    await options.beforeEach();
-    await step(voter);
-    await whenBack(admin, endpoints, id, clock, healthTimeoutMs);
+    await runSteps(stopVoterStep(admin, endpoints, id, options.beforeEach, step), clock, clock.now() + healthTimeoutMs);
+    await runSteps(voterBackStep(admin, endpoints, id), clock, clock.now() + healthTimeoutMs);
   }
 }
