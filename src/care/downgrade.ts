@@ -45,7 +45,7 @@ const VERSION_POLL_MS = 500;
 
 /** Drives a versions step within the health timeout. */
 async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Promise<void> {
-  await runSteps(versionsStep(deps, voters, reason, what, settled), deps.clock, deps.clock.now() + deps.healthTimeoutMs);
+  await runSteps(versionsStep(deps, voters, reason, what, settled), deps.clock, deps.healthTimeoutMs);
 }
 
 /**

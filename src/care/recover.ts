@@ -251,7 +251,7 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
   try {
-    await runSteps(quorumBackStep(deps.admin, endpoints), clock, clock.now() + RESTART_TIMEOUT_MS);
+    await runSteps(quorumBackStep(deps.admin, endpoints), clock, RESTART_TIMEOUT_MS);
   } catch (error) {
     if (error instanceof BlockedError) return false;
     throw error;
@@ -277,7 +277,7 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
   await startMemberAs({ cluster, provider, writer }, record, { ...relaunchFor(cp, record), forceNewCluster: true });
-  await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, clock.now() + FORCED_START_TIMEOUT_MS);
+  await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, FORCED_START_TIMEOUT_MS);
   const at = clock.now();
   // Failed and leaving: the reconcile tears these machines down and provisions their replacements.
   await writer.commit(

@@ -2,7 +2,7 @@ import { agreedLeader, isHealthyVoter, leaderClaims, mayStopVoter, type VoterRea
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { BlockedError } from './blocked-error.ts';
-import { done, failed, requeueAfter, runSteps, type Step, type StepResult } from './steps.ts';
+import { done, failed, proceed, requeueAfter, runSteps, type Step, type StepResult } from './steps.ts';
 
 /**
  * Day-2 work done to members one at a time (certificate renewal, defragmentation): the cluster must
@@ -136,11 +136,66 @@ export function voterBackStep(admin: EtcdAdmin, endpoints: readonly string[], id
   };
 }
 
+/** How far a rolling job got: all a step needs from the ones before it, so it can be kept between passes. */
+export interface RollingProgress {
+  /** The cluster was healthy, with no learner joining, when the job started. */
+  started: boolean;
+  /** Member IDs whose work ran and that were seen back. */
+  done: string[];
+  /** A member whose work ran and that has not been seen back yet. */
+  awaiting?: string;
+}
+
+export const NOT_STARTED: RollingProgress = { started: false, done: [] };
+
+export interface RollingWork {
+  admin: EtcdAdmin;
+  endpoints: readonly string[];
+  /** Guards the work on each voter (the lease). */
+  beforeEach: () => Promise<void>;
+  /** Only these member IDs, when given. */
+  only?: ReadonlySet<string>;
+  work: (voter: VoterHealth) => Promise<void>;
+}
+
+/**
+ * One step of a rolling job: the start's health check, one voter's work (followers first, the leader
+ * last after leadership moved off it), or one look whether that voter is back. Returns the result and
+ * the progress the next step starts from.
+ */
+export async function rollingStep(job: RollingWork, progress: RollingProgress): Promise<{ result: StepResult; progress: RollingProgress }> {
+  const { admin, endpoints } = job;
+  if (!progress.started) {
+    try {
+      await healthyVoters(admin, endpoints);
+    } catch (error) {
+      if (error instanceof BlockedError) return { result: failed('ClusterUnhealthy', error.message), progress };
+      throw error;
+    }
+    return { result: proceed('every voter healthy, no learner joining'), progress: { ...progress, started: true } };
+  }
+  if (progress.awaiting !== undefined) {
+    const back = await voterBackStep(admin, endpoints, progress.awaiting)();
+    if (back.kind !== 'Done') return { result: back, progress };
+    return { result: proceed(back.summary), progress: { started: true, done: [...progress.done, progress.awaiting] } };
+  }
+  const reading = await readForStep(admin, endpoints);
+  if ('kind' in reading) return { result: reading, progress };
+  const leaderId = agreedLeader(reading.gate);
+  const [next] = reading.gate
+    .map((v) => v.id)
+    .filter((id) => !progress.done.includes(id) && (job.only?.has(id) ?? true))
+    .sort((a, b) => Number(a === leaderId) - Number(b === leaderId));
+  if (next === undefined) return { result: done(`${String(progress.done.length)} voters done`), progress };
+  const result = await stopVoterStep(admin, endpoints, next, job.beforeEach, job.work)();
+  return result.kind === 'Done' ? { result: proceed(result.summary), progress: { ...progress, awaiting: next } } : { result, progress };
+}
+
 /**
  * Runs `step` on each voter (or those whose IDs are in `only`), followers first and the leader last
  * (after moving leadership away). Each voter is stopped only when the health gate allows it, and is
  * back, answering with the agreed leader, before the next; `beforeEach` guards every step (the lease).
- * Each wait is a step driven by runSteps, within `healthTimeoutMs`.
+ * The rolling steps are driven by runSteps, each wait within `healthTimeoutMs`.
  */
 export async function oneVoterAtATime(
   admin: EtcdAdmin,
@@ -148,10 +203,15 @@ export async function oneVoterAtATime(
   options: { clock: Clock; healthTimeoutMs: number; beforeEach: () => Promise<void>; only?: ReadonlySet<string> },
   step: (voter: VoterHealth) => Promise<void>,
 ): Promise<void> {
-  const { clock, healthTimeoutMs, only } = options;
-  const first = await healthyVoters(admin, endpoints);
-  for (const id of first.voters.map((v) => v.member.id).filter((memberId) => only?.has(memberId) ?? true)) {
-    await runSteps(stopVoterStep(admin, endpoints, id, options.beforeEach, step), clock, clock.now() + healthTimeoutMs);
-    await runSteps(voterBackStep(admin, endpoints, id), clock, clock.now() + healthTimeoutMs);
-  }
+  const job: RollingWork = { admin, endpoints, beforeEach: options.beforeEach, work: step, ...(options.only === undefined ? {} : { only: options.only }) };
+  let progress = NOT_STARTED;
+  await runSteps(
+    async () => {
+      const next = await rollingStep(job, progress);
+      progress = next.progress;
+      return next.result;
+    },
+    options.clock,
+    options.healthTimeoutMs,
+  );
 }

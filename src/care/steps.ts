@@ -25,9 +25,11 @@ export const failed = (reason: string, message: string): StepResult => ({ kind: 
 
 /**
  * Drives `step` until it is Done, sleeping between RequeueAfter results; returns the summary. An Error,
- * or a RequeueAfter once `deadline` has passed, ends it as a BlockedError with that result's message.
+ * or a RequeueAfter once the steps have said "not now" for `patienceMs` since the start or the last
+ * Continue, ends it as a BlockedError with that result's message.
  */
-export async function runSteps(step: Step, clock: Clock, deadline: number, onContinue?: (note: string) => void): Promise<string> {
+export async function runSteps(step: Step, clock: Clock, patienceMs: number, onContinue?: (note: string) => void): Promise<string> {
+  let deadline = clock.now() + patienceMs;
   for (;;) {
     const result = await step();
     switch (result.kind) {
@@ -37,6 +39,7 @@ export async function runSteps(step: Step, clock: Clock, deadline: number, onCon
         throw new BlockedError(result.message);
       case 'Continue':
         onContinue?.(result.note);
+        deadline = clock.now() + patienceMs;
         break;
       case 'RequeueAfter':
         if (clock.now() >= deadline) throw new BlockedError(result.message);

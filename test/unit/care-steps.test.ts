@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { BlockedError } from '../../src/care/blocked-error.ts';
 import { forcedBackStep, quorumBackStep } from '../../src/care/recover.ts';
-import { stopVoterStep, voterBackStep } from '../../src/care/rolling.ts';
+import { NOT_STARTED, rollingStep, stopVoterStep, voterBackStep, type RollingProgress } from '../../src/care/rolling.ts';
 import { done, failed, proceed, requeueAfter, runSteps, type StepResult } from '../../src/care/steps.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
@@ -107,6 +107,36 @@ describe('rolling restart steps', () => {
     assert.equal(kindOf(await stopVoterStep(degraded.admin, endpoints, 'z', noLease, () => Promise.resolve())()), 'Error VoterLeft');
     degraded.listFails = true;
     assert.equal(kindOf(await stopVoterStep(degraded.admin, endpoints, 'b', noLease, () => Promise.resolve())()), 'Error MemberListUnavailable');
+  });
+});
+
+describe('a rolling job, one step at a time', () => {
+  test('its progress, kept as data between steps, carries it from the start to Done: followers first, the leader last', async () => {
+    const cluster = new FakeCluster(['a', 'b', 'c']);
+    const worked: string[] = [];
+    const job = { admin: cluster.admin, endpoints, beforeEach: noLease, work: (v: { member: { id: string } }) => Promise.resolve(void worked.push(v.member.id)) };
+    let progress: RollingProgress = NOT_STARTED;
+    const kinds: string[] = [];
+    for (let i = 0; i < 20 && kinds.at(-1) !== 'Done'; i++) {
+      const next = await rollingStep(job, progress);
+      kinds.push(kindOf(next.result));
+      // Written to a record and read back, as a reconcile pass would keep it.
+      progress = JSON.parse(JSON.stringify(next.progress)) as RollingProgress;
+    }
+    assert.deepEqual(worked, ['b', 'c', 'a']);
+    assert.deepEqual(progress.done, ['b', 'c', 'a']);
+    assert.equal(kinds.filter((k) => k === 'RequeueAfter LeaderMoving').length, 1);
+    assert.equal(kinds.at(-1), 'Done');
+  });
+
+  test('an unhealthy cluster at the start is an Error; a voter not back holds the job', async () => {
+    const cluster = new FakeCluster(['a', 'b', 'c']);
+    cluster.down.add('c');
+    const job = { admin: cluster.admin, endpoints, beforeEach: noLease, work: () => Promise.resolve() };
+    assert.equal(kindOf((await rollingStep(job, NOT_STARTED)).result), 'Error ClusterUnhealthy');
+    const held = await rollingStep(job, { started: true, done: [], awaiting: 'c' });
+    assert.equal(kindOf(held.result), 'RequeueAfter VoterNotBack');
+    assert.equal(held.progress.awaiting, 'c');
   });
 });
 
