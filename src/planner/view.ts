@@ -29,6 +29,7 @@ export interface ClusterView {
   /** Not failed and not picked for deletion. */
   active: ObservedMachine[];
   isOutdated: (machine: ObservedMachine) => boolean;
+  /** A voter judged by isHealthyVoter (planner/health.ts) on its readingOf; a learner never is. */
   isHealthyVoter: (member: ObservedMember) => boolean;
   /** A member as the health rules (planner/health.ts) read it: its answer, and whether its machine runs it. */
   readingOf: (member: ObservedMember) => VoterReading;
