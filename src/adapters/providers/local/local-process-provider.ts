@@ -1,16 +1,14 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CaRotationPhase, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
-import type { TlsFiles } from '../../../ports/etcd-admin.ts';
+import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
-import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
+import { isOurProcess, pidsUsing, spawnDetached, stopProcess } from '../../host/processes.ts';
+import type { EtcdProcess } from '../../host/etcd-component.ts';
 import { memberTlsFiles } from '../../pki/pki-files.ts';
 import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
 import { readJsonIfPresent, sha256OfFile } from '../../state-files.ts';
@@ -18,9 +16,9 @@ import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
 import { LocalMachineHomes } from './local-machine-homes.ts';
 import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from './local-machine.ts';
-import { ClusterPki } from '../../pki/cluster-pki.ts';
 import { initStartSuppressed } from './test-markers.ts';
-import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
+import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../../host/member-flags.ts';
+import { ComponentProvider } from '../component-provider.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -66,11 +64,10 @@ export interface LocalProcessProviderOptions {
   certValidityMs?: number | undefined;
 }
 
-export class LocalProcessProvider implements MachineProvider {
+export class LocalProcessProvider extends ComponentProvider implements MachineProvider {
   private readonly stateDir: string;
   private readonly store: AddressClaims & DocumentStore;
   private readonly homes: LocalMachineHomes;
-  private readonly pki: ClusterPki;
   private readonly addressPrefix: string;
   private readonly provisioningDelay: DurationRange;
   private readonly deletionDelay: DurationRange;
@@ -79,11 +76,11 @@ export class LocalProcessProvider implements MachineProvider {
   private readonly findBinary: (version: string) => string;
   private readonly stopGraceMs: number;
   private readonly snapshotCount: number;
-  private readonly insecure: boolean;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
 
   constructor(options: LocalProcessProviderOptions) {
+    super(options);
     this.stateDir = options.stateDir;
     this.addressPrefix = options.addressPrefix ?? '127.77';
     this.provisioningDelay = options.provisioningDelay ?? { minMs: 0, maxMs: 0 };
@@ -93,12 +90,10 @@ export class LocalProcessProvider implements MachineProvider {
     this.findBinary = options.findBinary ?? findEtcdBinary;
     this.stopGraceMs = options.stopGraceMs ?? 10_000;
     this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
-    this.insecure = options.insecure ?? false;
     this.honourFailureMarker = options.honourFailureMarker ?? false;
     this.store = options.store ?? new MemoryStateStore();
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, this.store);
     this.homes = new LocalMachineHomes(this.stateDir);
-    this.pki = new ClusterPki((cluster) => this.state(cluster), options.certValidityMs);
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -149,7 +144,20 @@ export class LocalProcessProvider implements MachineProvider {
     return this.describe(cluster, name);
   }
 
-  async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+  /** A local process, tracked by PID and recognised by its data dir in its command line. */
+  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+    return {
+      start: (launch) => this.startEtcd(cluster, name, launch),
+      stop: () => this.stopEtcd(cluster, name),
+      running: async () => {
+        const machine = await this.read(cluster, name);
+        return machine !== undefined && this.isRunning(machine);
+      },
+      clientURL: async () => (await this.describe(cluster, name))?.clientURL,
+    };
+  }
+
+  private async startEtcd(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
     if (machine.deleting === true) throw new Error(`machine ${cluster}/${name} is being deleted`);
@@ -168,25 +176,8 @@ export class LocalProcessProvider implements MachineProvider {
       return;
     }
     await this.restoreDataDir(machine, dataDir, launch);
-    const binary = this.findBinary(launch.version);
-    const logFile = join(this.machineDir(cluster, name), 'etcd.log');
-    // etcd logs keys it refuses and peers' addresses: readable by the owner only.
-    const log = openSync(logFile, 'a', 0o600);
-    fchmodSync(log, 0o600);
-    try {
-      // Detached, with its own log file and no pipe to us, so it outlives the CLI.
-      const child = spawn(binary, this.args(machine, dataDir, launch), {
-        detached: true,
-        stdio: ['ignore', log, log],
-        env: withoutEtcdVariables(),
-      });
-      await once(child, 'spawn');
-      child.unref();
-      if (child.pid === undefined) throw new Error(`etcd for ${cluster}/${name} did not start`);
-      await this.write({ ...machine, pid: child.pid, version: launch.version, memberStartedAt: this.clock.now() });
-    } finally {
-      closeSync(log);
-    }
+    const pid = await spawnDetached(this.findBinary(launch.version), this.args(machine, dataDir, launch), join(this.machineDir(cluster, name), 'etcd.log'));
+    await this.write({ ...machine, pid, version: launch.version, memberStartedAt: this.clock.now() });
   }
 
   /**
@@ -213,7 +204,7 @@ export class LocalProcessProvider implements MachineProvider {
     await rename(staging, dataDir);
   }
 
-  async stopMember(cluster: string, name: string): Promise<void> {
+  private async stopEtcd(cluster: string, name: string): Promise<void> {
     const machine = await this.here(cluster, name);
     if (machine?.pid === undefined) return;
     await stopProcess(machine.pid, this.dataDir(cluster, name), this.stopGraceMs);
@@ -230,7 +221,7 @@ export class LocalProcessProvider implements MachineProvider {
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
       await this.write(machine);
-      await this.stopMember(cluster, name);
+      await this.stopEtcd(cluster, name);
     }
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
@@ -261,43 +252,11 @@ export class LocalProcessProvider implements MachineProvider {
     await this.state(cluster).drop();
   }
 
-  /** fastplane's client credentials for the cluster's members; undefined when insecure. */
-  clientTls(cluster: string): TlsFiles | undefined {
-    return this.insecure ? undefined : this.pki.clientTls(cluster);
-  }
-
-  loadClientTls(cluster: string): Promise<TlsFiles | undefined> {
-    return this.insecure ? Promise.resolve(undefined) : this.pki.loadClientTls(cluster);
-  }
-
-  /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
-  async certificateFiles(cluster: string): Promise<string[]> {
-    const members = (await this.machineNames(cluster)).flatMap((name) => {
-      const files = memberTlsFiles(this.pki.pkiDir(cluster), this.pki.memberDir(cluster, name));
-      return [files.certFile, files.peerCertFile];
-    });
-    const client = this.pki.clientTls(cluster);
-    return this.pki.withCa(cluster, () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
-  }
-
   /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
     await this.pki.issueMember(cluster, name, machine.address, true);
-  }
-
-  renewClientCertificate(cluster: string): Promise<void> {
-    return this.pki.renewClientCertificate(cluster);
-  }
-
-  /** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
-  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    return this.pki.caRotationPhase(cluster);
-  }
-
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    return this.pki.advanceCaRotation(cluster, phase);
   }
 
   /** Local processes hold no connection: nothing to close. */
@@ -341,7 +300,7 @@ export class LocalProcessProvider implements MachineProvider {
 
   private infra(machine: MachineFile): MachineInfra {
     const now = this.clock.now();
-    const running = machine.pid !== undefined && isOurProcess(machine.pid, this.dataDir(machine.cluster, machine.name));
+    const running = this.isRunning(machine);
     const failure = machine.deleting === true ? undefined : this.provisioningFailure(machine);
     let state: MachineInfra['state'] = now >= machine.readyAt ? 'Provisioned' : 'Provisioning';
     if (failure !== undefined) state = 'Failed';
@@ -357,6 +316,10 @@ export class LocalProcessProvider implements MachineProvider {
       ...(machine.memberStartedAt === undefined ? {} : { memberStartedAt: machine.memberStartedAt }),
       ...(state === 'Provisioning' ? { expectedReadyAt: machine.readyAt } : {}),
     };
+  }
+
+  private isRunning(machine: MachineFile): boolean {
+    return machine.pid !== undefined && isOurProcess(machine.pid, this.dataDir(machine.cluster, machine.name));
   }
 
   private draw(range: DurationRange): number {
@@ -375,7 +338,7 @@ export class LocalProcessProvider implements MachineProvider {
     return join(this.machineDir(cluster, name), 'data');
   }
 
-  private state(cluster: string): StoredClusterState {
+  protected state(cluster: string): StoredClusterState {
     return new StoredClusterState(this.store, `local-process/${cluster}`, this.clusterDir(cluster));
   }
 

@@ -3,14 +3,14 @@ import { readFile, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import type { SshHost } from '../../../api/ssh-provider.ts';
-import type { TlsFiles } from '../../../ports/etcd-admin.ts';
-import type { CaRotationPhase, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
-import { ClusterPki, memberPki } from '../../pki/cluster-pki.ts';
 import { memberTlsFiles } from '../../pki/pki-files.ts';
-import { memberFlags } from '../member-flags.ts';
+import type { EtcdProcess } from '../../host/etcd-component.ts';
+import { memberFlags } from '../../host/member-flags.ts';
+import { ComponentProvider } from '../component-provider.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
 import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
@@ -60,16 +60,13 @@ interface Seen {
   memberStartedAt?: number;
 }
 
-
-export class SshProvider implements MachineProvider {
+export class SshProvider extends ComponentProvider implements MachineProvider {
   private readonly ssh: SshConnections;
   private readonly lastSeen = new Map<string, Seen>();
 
-  private readonly pki: ClusterPki;
-
   constructor(private readonly options: SshProviderOptions) {
+    super({});
     this.ssh = new SshConnections(options.identityFile, options.knownHostsFile);
-    this.pki = new ClusterPki((cluster) => this.state(cluster));
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -153,7 +150,20 @@ export class SshProvider implements MachineProvider {
     return machine && this.describeFile(machine);
   }
 
-  async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+  /** A command over ssh on the machine's host; the member is recognised there by its pidfile and data dir. */
+  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+    return {
+      start: (launch) => this.startEtcd(cluster, name, launch),
+      stop: () => this.stopEtcd(cluster, name),
+      running: async () => {
+        const machine = await this.read(cluster, name);
+        return machine?.state === 'Provisioned' && machine.host !== undefined && (await this.memberSeen(machine, machine.host)).memberRunning;
+      },
+      clientURL: async () => (await this.read(cluster, name))?.clientURL || undefined,
+    };
+  }
+
+  private async startEtcd(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
     const machine = await this.provisioned(cluster, name);
     const member = remoteMember(this.options.baseDir, cluster, name);
     const binary = await this.ensureBinary(machine.host, launch.version);
@@ -170,7 +180,7 @@ export class SshProvider implements MachineProvider {
     if (result.code !== 0) throw new Error(`starting etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
 
-  async stopMember(cluster: string, name: string): Promise<void> {
+  private async stopEtcd(cluster: string, name: string): Promise<void> {
     const machine = await this.read(cluster, name);
     if (machine?.host === undefined) return;
     const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, cluster, name), this.options.stopGraceMs ?? 10_000));
@@ -209,41 +219,10 @@ export class SshProvider implements MachineProvider {
     await this.ssh.close();
   }
 
-  clientTls(cluster: string): TlsFiles {
-    return this.pki.clientTls(cluster);
-  }
-
-  loadClientTls(cluster: string): Promise<TlsFiles> {
-    return this.pki.loadClientTls(cluster);
-  }
-
   /** New server and peer certificates for a machine, issued here and written to its host (its member stopped). */
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.provisioned(cluster, name);
     await this.installCertificates(machine, machine.host, true);
-  }
-
-  renewClientCertificate(cluster: string): Promise<void> {
-    return this.pki.renewClientCertificate(cluster);
-  }
-
-  /** Where a CA rotation stands; its files are in the record store, and reach each host as its member restarts. */
-  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    return this.pki.caRotationPhase(cluster);
-  }
-
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    return this.pki.advanceCaRotation(cluster, phase);
-  }
-
-  async certificateFiles(cluster: string): Promise<string[]> {
-    const names = await this.machineNames(cluster);
-    const client = this.clientTls(cluster);
-    const members = names.flatMap((name) => {
-      const files = memberTlsFiles(this.pki.pkiDir(cluster), this.pki.memberDir(cluster, name));
-      return [files.certFile, files.peerCertFile];
-    });
-    return this.state(cluster).withFiles(['pki', ...names.map(memberPki)], () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
   }
 
   async machineNames(cluster: string): Promise<string[]> {
@@ -351,11 +330,7 @@ export class SshProvider implements MachineProvider {
     let seen: Seen;
     let unreachable: string | undefined;
     try {
-      const result = await this.ssh.exec(machine.host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
-      const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
-      const startedAt = Number(fields.startedAt);
-      seen = { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
-      this.lastSeen.set(key, seen);
+      seen = await this.memberSeen(machine, machine.host);
     } catch (error) {
       if (!(error instanceof SshUnreachableError)) throw error;
       // Not knowing is not "stopped": a host cut off from fastplane keeps what was last seen, so a
@@ -364,6 +339,16 @@ export class SshProvider implements MachineProvider {
       seen = this.lastSeen.get(key) ?? { memberRunning: true };
     }
     return { ...base, state: 'Provisioned', ...seen, ...(unreachable === undefined ? {} : { unreachable }) };
+  }
+
+  /** Whether the member runs on its host now, and since when; remembered for a describe that cannot reach the host. */
+  private async memberSeen(machine: SshMachineFile, host: SshTarget): Promise<Seen> {
+    const result = await this.ssh.exec(host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
+    const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
+    const startedAt = Number(fields.startedAt);
+    const seen = { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
+    this.lastSeen.set(owner(machine), seen);
+    return seen;
   }
 
   private async provisioned(cluster: string, name: string): Promise<SshMachineFile & { host: SshTarget }> {
@@ -378,7 +363,7 @@ export class SshProvider implements MachineProvider {
     return join(this.options.stateDir, 'clusters', cluster, 'machines', name);
   }
 
-  private state(cluster: string): StoredClusterState {
+  protected state(cluster: string): StoredClusterState {
     return new StoredClusterState(this.options.store, `ssh/${cluster}`, join(this.options.stateDir, 'clusters', cluster));
   }
 
