@@ -5,9 +5,9 @@ import { ClusterPki } from '../pki/cluster-pki.ts';
 import type { StoredClusterState } from '../stored-cluster-state.ts';
 
 export interface ComponentProviderOptions {
-  /** Plain http and no certificates (the local provider, debugging only); default false. */
+  /** Plain http and no certificates for the machines it creates (debugging only); default false. */
   insecure?: boolean;
-  /** Lifetime of member and client certificates (tests only); default a year. */
+  /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
   certValidityMs?: number | undefined;
 }
 

@@ -1,24 +1,21 @@
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
 import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
-import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
-import { isOurProcess, pidsUsing, spawnDetached, stopProcess } from '../../host/processes.ts';
+import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
-import { memberTlsFiles } from '../../pki/pki-files.ts';
-import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
-import { readJsonIfPresent, sha256OfFile } from '../../state-files.ts';
+import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
 import { LocalMachineHomes } from './local-machine-homes.ts';
 import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from './local-machine.ts';
 import { initStartSuppressed } from './test-markers.ts';
-import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../../host/member-flags.ts';
-import { ComponentProvider } from '../component-provider.ts';
+import { LocalEtcd, type LocalEtcdOptions } from './local-etcd.ts';
+import { ComponentProvider, type ComponentProviderOptions } from '../component-provider.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -37,7 +34,8 @@ import { ComponentProvider } from '../component-provider.ts';
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
 
-export interface LocalProcessProviderOptions {
+/** Besides these: the member settings (LocalEtcdOptions), insecure and the certificates' lifetime (ComponentProviderOptions). */
+export interface LocalProcessProviderOptions extends LocalEtcdOptions, ComponentProviderOptions {
   stateDir: string;
   /** First two octets of every machine address (default '127.77'). */
   addressPrefix?: string;
@@ -46,12 +44,6 @@ export interface LocalProcessProviderOptions {
   /** Time for the machine timeline (readyAt, deleteAt); waits for real processes use real time. */
   clock?: Clock;
   random?: () => number;
-  findBinary?: (version: string) => string;
-  /** How long a member gets to exit after SIGTERM before SIGKILL (default 10 s). */
-  stopGraceMs?: number;
-  snapshotCount?: number;
-  /** Plain http and no certificates for the machines it creates (debugging only); default false. */
-  insecure?: boolean;
   /** Honour the test marker files: a machine's `provisioning-failed`, a cluster's `init-never-starts` (default false). */
   honourFailureMarker?: boolean;
   /**
@@ -60,8 +52,6 @@ export interface LocalProcessProviderOptions {
    * uses it. Default: this process's own memory, for tests and tools.
    */
   store?: AddressClaims & DocumentStore;
-  /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
-  certValidityMs?: number | undefined;
 }
 
 export class LocalProcessProvider extends ComponentProvider implements MachineProvider {
@@ -73,9 +63,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   private readonly deletionDelay: DurationRange;
   private readonly clock: Clock;
   private readonly random: () => number;
-  private readonly findBinary: (version: string) => string;
-  private readonly stopGraceMs: number;
-  private readonly snapshotCount: number;
+  private readonly etcd: LocalEtcd;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
 
@@ -87,9 +75,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     this.deletionDelay = options.deletionDelay ?? { minMs: 0, maxMs: 0 };
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
-    this.findBinary = options.findBinary ?? findEtcdBinary;
-    this.stopGraceMs = options.stopGraceMs ?? 10_000;
-    this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
+    this.etcd = new LocalEtcd(this.pki, options);
     this.honourFailureMarker = options.honourFailureMarker ?? false;
     this.store = options.store ?? new MemoryStateStore();
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, this.store);
@@ -175,39 +161,14 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
       await this.write({ ...machine, version: launch.version, memberStartedAt: this.clock.now() });
       return;
     }
-    await this.restoreDataDir(machine, dataDir, launch);
-    const pid = await spawnDetached(this.findBinary(launch.version), this.args(machine, dataDir, launch), join(this.machineDir(cluster, name), 'etcd.log'));
+    const pid = await this.etcd.spawn(machine, dataDir, join(this.machineDir(cluster, name), 'etcd.log'), launch);
     await this.write({ ...machine, pid, version: launch.version, memberStartedAt: this.clock.now() });
-  }
-
-  /**
-   * Prepares the data dir of a cluster's first member from a snapshot (`fastplane restore`): the
-   * snapshot's hash is checked again, then `snapshot restore` of the member's version writes a
-   * staging dir that is renamed into place, so a data dir exists only complete. A data dir that exists
-   * already was restored (or has run) before: it is used as it is.
-   */
-  private async restoreDataDir(machine: MachineFile, dataDir: string, launch: MemberLaunch): Promise<void> {
-    if (launch.restoreFrom === undefined || existsSync(dataDir)) return;
-    const { file, sha256 } = launch.restoreFrom;
-    const actual = existsSync(file) ? await sha256OfFile(file) : 'missing';
-    if (actual !== sha256) throw new InvalidInputError([`${file}: snapshot changed since restore checked it (sha256 ${actual}, expected ${sha256})`]);
-    const staging = `${dataDir}.restoring`;
-    await rm(staging, { recursive: true, force: true });
-    await restoreSnapshot(launch.version, {
-      file,
-      dataDir: staging,
-      memberName: launch.memberName,
-      peerURL: machine.peerURL,
-      initialCluster: launch.initialCluster,
-      clusterToken: launch.clusterToken,
-    }, this.findBinary);
-    await rename(staging, dataDir);
   }
 
   private async stopEtcd(cluster: string, name: string): Promise<void> {
     const machine = await this.here(cluster, name);
     if (machine?.pid === undefined) return;
-    await stopProcess(machine.pid, this.dataDir(cluster, name), this.stopGraceMs);
+    await this.etcd.stop(machine.pid, this.dataDir(cluster, name));
   }
 
   /**
@@ -279,12 +240,6 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   async machineFacts(cluster: string): Promise<MachineFacts[]> {
     const files = await Promise.all((await this.machineNames(cluster)).map((name) => this.read(cluster, name)));
     return files.flatMap((m) => (m === undefined ? [] : [{ name: m.name, clientURL: m.clientURL, peerURL: m.peerURL, createdAt: m.createdAt, readyAt: m.readyAt }]));
-  }
-
-  private args(machine: MachineFile, dataDir: string, launch: MemberLaunch): string[] {
-    // The machine's URLs, fixed at creation, say whether it was created with certificates.
-    const tls = machine.clientURL.startsWith('https:') ? memberTlsFiles(this.pki.pkiDir(machine.cluster), this.pki.memberDir(machine.cluster, machine.name)) : undefined;
-    return memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir, snapshotCount: this.snapshotCount, ...(tls === undefined ? {} : { tls }) }, launch);
   }
 
   /**
