@@ -1,5 +1,5 @@
-import type { ChaosScenario, ScenarioRun } from './scenarios.ts';
-import { waitFor } from './scenarios.ts';
+import type { ChaosScenario, ScenarioRun } from './scenario-run.ts';
+import { waitFor } from './scenario-run.ts';
 import { learnerLimitOf, MEMBERSHIP_ACTIONS, statusOf, type CliRun } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';
 import { kvClientFor } from '../support/etcd-direct.ts';

@@ -4,7 +4,8 @@
 // `{ "scenarios": [...] }` (json, each with its mode). --soak repeats them until the time is up.
 import { parseDuration } from '../../src/api/duration.ts';
 import { NETWORK_SCENARIOS } from './network-scenarios.ts';
-import { OLDER_VERSION_SCENARIOS, runScenario, SCENARIOS, type ReconfigurationMode, type ScenarioResult } from './scenarios.ts';
+import { runScenario, type ReconfigurationMode, type ScenarioResult } from './scenario-run.ts';
+import { OLDER_VERSION_SCENARIOS, SCENARIOS } from './scenarios.ts';
 
 function option(name: string): string | undefined {
   const i = process.argv.indexOf(name);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runScenario, type ChaosScenario, type ReconfigurationMode } from './scenarios.ts';
+import { runScenario, type ChaosScenario, type ReconfigurationMode } from './scenario-run.ts';
 
 /** One node:test test per scenario run: every acknowledged write readable, convergence as expected. */
 export function scenarioTest(scenario: ChaosScenario, mode: ReconfigurationMode): void {

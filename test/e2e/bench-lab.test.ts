@@ -16,7 +16,7 @@ const RATE_BITS = 40e6;
 /** What tbf lets through at once before the rate applies (scripts/netlab.sh inrate: burst 4mbit). */
 const BURST_BYTES = 4e6 / 8;
 
-describe('fastplane bench --host-bandwidth on the network lab', { timeout: 400_000 }, () => {
+describe('fastplane bench --host-bandwidth on the network lab', { timeout: 800_000 }, () => {
   test('learners catch up over their own shaped links at once, and the bound knows what the leader can send', async () => {
     const keyspace = 16 * 1024 ** 2;
     const bench = await env.run(['bench', '--modes', 'parallel,learners', '--replicas', '3', '--provisioning-delay', '2s', '--keyspace', '16MiB', '--host-bandwidth', '40mbit', '--timeout', '200s', '-o', 'json'], {

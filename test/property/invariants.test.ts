@@ -5,7 +5,8 @@ import { FAILPOINTS } from '../../src/executor/failpoints.ts';
 import { Simulation } from '../../src/sim/simulate.ts';
 import { RUNS } from './arbitraries.ts';
 import type { Decision, Observed } from '../../src/planner/types.ts';
-import { assertConvergedInModel, InvariantChecker, manifestFor, NAME, runScenario, type Scenario, type SpecInput, type Trace } from './harness.ts';
+import { manifestFor, runScenario, type Scenario, type SpecInput } from './harness.ts';
+import { assertConvergedInModel, InvariantChecker, NAME, type Trace } from './invariant-checker.ts';
 import { BASE_SPEC as BASE, PROPERTIES, type PropertyName } from './properties.ts';
 import type { WorkerReply, WorkerRequest } from './property-worker.ts';
 
@@ -13,7 +14,7 @@ import type { WorkerReply, WorkerRequest } from './property-worker.ts';
  * The invariants 1-8 of docs/architecture.md, checked on the model with the real planner, executor and reconciler:
  * invariants 1-6 after every pass (against what the controller saw and what the model knows), plan()
  * determinism on every observed snapshot, and convergence against the model once faults stop
- * (harness.ts has the checks, arbitraries.ts the generators, properties.ts the properties).
+ * (harness.ts runs the scenarios, invariant-checker.ts has the checks, arbitraries.ts the generators, properties.ts the properties).
  * FASTPLANE_PROPERTY_RUNS=2000 turns the 200-run properties into a soak.
  *
  * What may legitimately fail to converge, and how it is handled:

@@ -4,7 +4,7 @@ import { validateControlPlane, type ControlPlane } from '../../src/api/control-p
 import type { Decision, Observed } from '../../src/planner/types.ts';
 import { MAX_ORDINAL } from '../../src/sim/model-types.ts';
 import { Simulation } from '../../src/sim/simulate.ts';
-import { assertConvergedInModel, InvariantChecker, NAME, type Trace } from './harness.ts';
+import { assertConvergedInModel, InvariantChecker, NAME, type Trace } from './invariant-checker.ts';
 
 /**
  * Limits that end loops, on the model: freed ordinals (and so addresses) are reused, so replacements

@@ -3,7 +3,8 @@ import fc from 'fast-check';
 import { quorum } from '../../src/domain/quorum.ts';
 import { Simulation } from '../../src/sim/simulate.ts';
 import { changeScenarioArb, faultScenarioArb, oddReplicas, raceScenarioArb } from './arbitraries.ts';
-import { assertConvergedInModel, InvariantChecker, manifestFor, NAME, runScenario, type Scenario, type SpecInput, type Trace } from './harness.ts';
+import { manifestFor, runScenario, type Scenario, type SpecInput } from './harness.ts';
+import { assertConvergedInModel, InvariantChecker, NAME, type Trace } from './invariant-checker.ts';
 
 /**
  * The property bodies, shared by invariants.test.ts (main thread) and property-worker.ts (the one it

@@ -1,0 +1,192 @@
+import { spawn } from 'node:child_process';
+import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LANES, laneOf, mayRunBeside, testFiles, type Lane } from './test-lanes.ts';
+
+/**
+ * Runs test lanes (scripts/test-lanes.ts) or single files: one `node --test` process per file, as many
+ * at a time as there are cores, the longest first (by test/durations.json; a file it does not know is
+ * taken as long) so no long file starts last, and never a CPU-heavy file beside a timing-sensitive
+ * one. Each file's output goes to a log; a failure prints the end of it. Ends with the slowest files
+ * and a non-zero exit when any file failed. `--record` writes the times measured into the durations.
+ *
+ *   node --import tsx scripts/run-tests.ts [--record] all | <lane>... | <file>...
+ */
+
+const ROOT = join(import.meta.dirname, '..');
+const DURATIONS_FILE = join(ROOT, 'test', 'durations.json');
+const SLOWEST_SHOWN = 15;
+const PROGRESS_EVERY_MS = 30_000;
+const FAILURE_LINES_SHOWN = 80;
+
+/** A file's time on an idle 2-core machine: measured by a `--record` run, or estimated by hand. */
+interface Duration {
+  seconds: number;
+  source: 'measured' | 'estimate';
+}
+type Durations = Record<string, Duration>;
+
+const COUNTED = ['tests', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
+type Counts = Record<(typeof COUNTED)[number], number>;
+
+interface FileRun {
+  file: string;
+  seconds: number;
+  ok: boolean;
+  log: string;
+  counts: Counts;
+}
+
+interface Group {
+  name: string;
+  files: string[];
+}
+
+function abort(message: string): never {
+  process.stderr.write(`${message}\n`);
+  process.exit(1);
+}
+
+function readDurations(): Durations {
+  return existsSync(DURATIONS_FILE) ? (JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Durations) : {};
+}
+
+/** The measured times of the files that passed replace their entries; files that are gone lose theirs. */
+function writeDurations(known: Durations, runs: FileRun[], present: Set<string>): void {
+  const next: Durations = Object.fromEntries(Object.entries(known).filter(([file]) => present.has(file)));
+  for (const run of runs.filter((r) => r.ok)) next[run.file] = { seconds: Math.round(run.seconds * 10) / 10, source: 'measured' };
+  // One line per file, so the file stays short and a refresh reads as a diff of times.
+  const lines = Object.entries(next)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([file, duration]) => `  ${JSON.stringify(file)}: ${JSON.stringify(duration)}`);
+  writeFileSync(DURATIONS_FILE, `{\n${lines.join(',\n')}\n}\n`);
+}
+
+/** The top-level `# tests N` lines of node:test's TAP summary. */
+function countsIn(output: string): Counts {
+  const counts: Counts = { tests: 0, pass: 0, fail: 0, cancelled: 0, skipped: 0, todo: 0 };
+  for (const key of COUNTED) {
+    const found = new RegExp(`^# ${key} (\\d+)$`, 'm').exec(output);
+    counts[key] = Number(found?.[1] ?? 0);
+  }
+  return counts;
+}
+
+function runFile(file: string, logDir: string): Promise<FileRun> {
+  const log = join(logDir, `${file.replaceAll('/', '_')}.log`);
+  const out = createWriteStream(log);
+  const started = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout.pipe(out, { end: false });
+  child.stderr.pipe(out, { end: false });
+  return new Promise((resolve) => {
+    const finish = (ok: boolean): void => {
+      out.end(() => {
+        const seconds = (performance.now() - started) / 1000;
+        resolve({ file, seconds, ok, log, counts: countsIn(readFileSync(log, 'utf8')) });
+      });
+    };
+    child.once('error', (error) => {
+      out.write(`\ncould not start the test process: ${error.message}\n`);
+      finish(false);
+    });
+    child.once('close', (code) => {
+      finish(code === 0);
+    });
+  });
+}
+
+const seconds = (s: number): string => `${s.toFixed(1).padStart(7)} s`;
+
+function printFinished(run: FileRun): void {
+  const c = run.counts;
+  process.stdout.write(`  ${run.ok ? 'ok  ' : 'FAIL'} ${seconds(run.seconds)}  ${run.file}  (${String(c.pass)}/${String(c.tests)} passed)\n`);
+  if (run.ok) return;
+  const lines = readFileSync(run.log, 'utf8').trimEnd().split('\n');
+  process.stdout.write(`${lines.slice(-FAILURE_LINES_SHOWN).map((line) => `    | ${line}`).join('\n')}\n    (whole output: ${run.log})\n`);
+}
+
+async function runGroup(group: Group, durations: Durations, logDir: string, slots: number): Promise<FileRun[]> {
+  const expected = (file: string): number => durations[file]?.seconds ?? Number.POSITIVE_INFINITY;
+  const queue = [...group.files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
+  const running = new Map<string, { started: number; done: Promise<FileRun> }>();
+  const results: FileRun[] = [];
+  const groupStarted = performance.now();
+  process.stdout.write(`\n${group.name}: ${String(queue.length)} files, ${String(slots)} at a time\n`);
+  const progress = setInterval(() => {
+    const now = performance.now();
+    const busy = [...running].map(([file, r]) => `${file} (${String(Math.round((now - r.started) / 1000))} s)`).join(', ');
+    process.stdout.write(`  ... ${group.name}: ${String(results.length)}/${String(group.files.length)} done after ${String(Math.round((now - groupStarted) / 1000))} s; running ${busy}\n`);
+  }, PROGRESS_EVERY_MS);
+  try {
+    while (queue.length > 0 || running.size > 0) {
+      for (let i = 0; i < queue.length && running.size < slots; ) {
+        const file = queue[i]!;
+        if (!mayRunBeside(file, [...running.keys()])) {
+          i++;
+          continue;
+        }
+        queue.splice(i, 1);
+        running.set(file, { started: performance.now(), done: runFile(file, logDir) });
+      }
+      const finished = await Promise.race([...running.values()].map((r) => r.done));
+      running.delete(finished.file);
+      results.push(finished);
+      printFinished(finished);
+    }
+  } finally {
+    clearInterval(progress);
+  }
+  process.stdout.write(`${group.name}: ${results.every((r) => r.ok) ? 'passed' : 'FAILED'} in ${String(Math.round((performance.now() - groupStarted) / 1000))} s\n`);
+  return results;
+}
+
+function printSummary(runs: FileRun[], logDir: string): void {
+  const slowest = [...runs].sort((a, b) => b.seconds - a.seconds).slice(0, SLOWEST_SHOWN);
+  process.stdout.write(`\nslowest ${String(slowest.length)} files:\n${slowest.map((r) => `  ${seconds(r.seconds)}  ${r.file}  (${laneOf(r.file) ?? ''})`).join('\n')}\n`);
+  const total = Object.fromEntries(COUNTED.map((key) => [key, runs.reduce((sum, r) => sum + r.counts[key], 0)])) as Counts;
+  process.stdout.write(`\n${String(runs.length)} files, ${COUNTED.map((key) => `${key} ${String(total[key])}`).join(', ')}; logs in ${logDir}\n`);
+  const failed = runs.filter((r) => !r.ok);
+  if (failed.length > 0) process.stdout.write(`FAILED:\n${failed.map((r) => `  ${r.file}  (${r.log})`).join('\n')}\n`);
+}
+
+/**
+ * The lanes or files asked for. The fast lane runs first on its own: its CPU-heavy property tests are
+ * done before any timing-sensitive file starts, and a broken edit shows within minutes. The other
+ * lanes share one queue, so their longest files start first whatever their lane. A test file in no
+ * lane stops the run.
+ */
+function groupsFor(targets: string[], all: string[]): Group[] {
+  const unassigned = all.filter((file) => laneOf(file) === undefined);
+  if (unassigned.length > 0) abort(`test files in no lane (add their folder or name in scripts/test-lanes.ts):\n  ${unassigned.join('\n  ')}`);
+  const lanes = targets.includes('all') ? [...LANES] : LANES.filter((lane) => targets.includes(lane));
+  const files = targets.filter((target) => target !== 'all' && !LANES.some((lane) => lane === target));
+  const missing = files.filter((file) => !existsSync(join(ROOT, file)));
+  if (missing.length > 0) abort(`no such test file or lane: ${missing.join(', ')} (lanes: all, ${LANES.join(', ')})`);
+  const inLanes = (names: Lane[]): Group => ({ name: names.join(' + '), files: all.filter((file) => names.some((lane) => laneOf(file) === lane)) });
+  const slow = lanes.filter((lane) => lane !== 'fast');
+  return [...(lanes.includes('fast') ? [inLanes(['fast'])] : []), ...(slow.length > 0 ? [inLanes(slow)] : []), ...(files.length > 0 ? [{ name: 'files', files }] : [])];
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const record = args.includes('--record');
+  const targets = args.filter((arg) => arg !== '--record');
+  if (targets.length === 0) abort('usage: run-tests.ts [--record] all | <lane>... | <file>...');
+  const all = testFiles(ROOT);
+  const groups = groupsFor(targets, all);
+  const durations = readDurations();
+  const logDir = mkdtempSync(join(tmpdir(), 'fastplane-tests-'));
+  const slots = Math.max(1, availableParallelism());
+  const runs: FileRun[] = [];
+  for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, slots)));
+  printSummary(runs, logDir);
+  if (record) {
+    writeDurations(durations, runs, new Set(all));
+    process.stdout.write(`durations of ${String(runs.filter((r) => r.ok).length)} files written to test/durations.json\n`);
+  }
+  process.exitCode = runs.every((r) => r.ok) ? 0 : 1;
+}
+
+await main();
