@@ -6,25 +6,27 @@ import { join } from 'node:path';
 
 /**
  * The layers: the folders each folder of src/ may import, besides itself. Lower layers never import
- * higher ones: api <- domain <- ports <- lease, planner <- executor <- reconciler <- controller, care
- * <- cli. Adapters implement ports and import nothing above them; sim, bench and cli put the parts
+ * higher ones: api <- domain <- ports <- lease, planner <- cluster <- executor, care <- reconciler
+ * <- app, controller <- cli. Adapters implement ports and import nothing above them; sim, bench and cli put the parts
  * together (composition roots), report renders what bench measured.
  */
-const LAYERS = {
+export const LAYERS = {
   api: [],
   domain: ['api'],
   ports: ['api', 'domain'],
   lease: ['api', 'domain', 'ports'],
   planner: ['api', 'domain', 'ports'],
-  executor: ['api', 'domain', 'ports', 'lease', 'planner'],
-  reconciler: ['api', 'domain', 'ports', 'lease', 'planner', 'executor'],
-  care: ['api', 'domain', 'ports', 'lease', 'planner'],
-  controller: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler'],
+  cluster: ['api', 'domain', 'ports', 'lease', 'planner'],
+  executor: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster'],
+  reconciler: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor'],
+  care: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster'],
+  app: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'care'],
+  controller: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'app'],
   adapters: ['api', 'domain', 'ports'],
-  sim: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler', 'adapters'],
-  bench: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler', 'adapters'],
+  sim: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'adapters'],
+  bench: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'adapters'],
   report: ['api', 'domain', 'bench'],
-  cli: ['api', 'domain', 'ports', 'lease', 'planner', 'executor', 'reconciler', 'care', 'controller', 'adapters', 'sim', 'bench', 'report'],
+  cli: ['api', 'domain', 'ports', 'lease', 'planner', 'cluster', 'executor', 'reconciler', 'care', 'app', 'controller', 'adapters', 'sim', 'bench', 'report'],
 };
 const PURE = new Set(['planner', 'domain']);
 

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { EtcdAdminError, type EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { SnapshotSource } from '../domain/machine.ts';
 import type { InfraProvider, MachineInfra } from '../ports/machine-provider.ts';
-import { tokenForLowMemberId } from '../executor/member-id.ts';
+import { tokenForLowMemberId } from '../cluster/member-id.ts';
 import { addRuleFor, type AddRule } from './critical-path-bound.ts';
 import { seconds } from './stats.ts';
 

@@ -2,16 +2,16 @@ import { X509Certificate } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import type { MachineRecord } from '../domain/machine.ts';
+import { relaunchFor } from '../cluster/member-launch.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
-import type { Observed } from '../planner/types.ts';
 import type { CarePort, CertificateInfo, LeaseGuard, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade } from '../ports/etcd-downgrade.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { Logger } from '../ports/logger.ts';
-import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { MachineProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/backup-files.ts';
 import { takeBackup } from './backup/take-backup.ts';
@@ -48,12 +48,8 @@ export interface CareDeps {
   withClients: <T>(use: (clients: EtcdClients) => Promise<T>) => Promise<T>;
   snapshots: SnapshotTools;
   describeCertificate: (file: string) => Promise<CertificateInfo>;
-  /** How a machine's member starts again on its data dir (the flags the executor starts it with). */
-  relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
   /** etcd's downgrade protocol (etcdctl of the members' version), built when a downgrade runs. */
   downgrade: () => Promise<EtcdDowngrade>;
-  /** The cluster as one reconcile pass observes it, through `admin`. */
-  observe: (admin: EtcdAdmin) => Promise<Observed>;
   /** A member's committed index read offline from its data dir, where this host has the data dirs. */
   committedIndexOffline?: RecoverDeps['committedIndexOffline'];
   clock: Clock;
@@ -184,7 +180,7 @@ export class CareService implements CarePort {
       withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => this.deps.withClients(({ admin }) => use(admin)),
       provider: this.deps.provider,
       machines: await this.deps.store.listMachines(this.cluster),
-      launchFor: (machine: MachineRecord) => this.deps.relaunch(cp, machine),
+      launchFor: (machine: MachineRecord) => relaunchFor(cp, machine),
       lease,
       clock: this.deps.clock,
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
@@ -199,7 +195,7 @@ export class CareService implements CarePort {
     const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
     return this.deps.withClients(({ admin }) =>
       downgradeCluster(
-        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, launchFor: (machine) => this.deps.relaunch(cp, machine), recordVersion, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
+        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, launchFor: (machine) => relaunchFor(cp, machine), recordVersion, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
         version,
       ),
     );
@@ -241,8 +237,8 @@ export class CareService implements CarePort {
   }
 
   private recoverDeps({ admin, maintenance }: EtcdClients): RecoverDeps {
-    const { store, provider, clock, relaunch, committedIndexOffline } = this.deps;
-    return { cluster: this.cluster, store, provider, admin, maintenance, clock, relaunch, observe: () => this.deps.observe(admin), ...(committedIndexOffline === undefined ? {} : { committedIndexOffline }) };
+    const { store, provider, clock, committedIndexOffline } = this.deps;
+    return { cluster: this.cluster, store, provider, admin, maintenance, clock, ...(committedIndexOffline === undefined ? {} : { committedIndexOffline }) };
   }
 
   /** Notes go to the log, and to the caller's `onNote` (a command prints them). */

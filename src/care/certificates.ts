@@ -19,7 +19,7 @@ export interface RenewDeps {
   provider: CertificateProvider;
   machines: readonly MachineRecord[];
   /** How the machine's member is started again on its data dir. */
-  launchFor: (machine: MachineRecord) => Promise<MemberLaunch>;
+  launchFor: (machine: MachineRecord) => MemberLaunch;
   /** The cluster's lease: checked before each member is stopped. */
   lease: LeaseGuard;
   clock: Clock;
@@ -45,7 +45,7 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
       const machine = machineOf(deps, voter);
       await deps.provider.stopMember(deps.cluster, machine.name);
       await between(machine);
-      await deps.provider.startMember(deps.cluster, machine.name, await deps.launchFor(machine));
+      await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine));
       restarted.push(machine.name);
       deps.onNote(done(machine));
     }),

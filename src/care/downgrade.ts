@@ -8,6 +8,7 @@ import type { EtcdDowngrade, MemberVersions } from '../ports/etcd-downgrade.ts';
 import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
 import { healthyVoters, oneVoterAtATime, type VoterHealth } from './rolling.ts';
+import { done, requeueAfter, runSteps, type Step } from './steps.ts';
 
 export interface DowngradeDeps {
   cluster: string;
@@ -16,7 +17,7 @@ export interface DowngradeDeps {
   provider: Pick<MachineProvider, 'stopMember' | 'startMember'>;
   machines: readonly MachineRecord[];
   /** How the machine's member starts again on its data dir, at the machine's (new) version. */
-  launchFor: (machine: MachineRecord) => Promise<MemberLaunch>;
+  launchFor: (machine: MachineRecord) => MemberLaunch;
   /** Records the version a machine's member runs, before it is started on it. */
   recordVersion: (machine: string, version: string) => Promise<void>;
   lease: LeaseGuard;
@@ -31,15 +32,20 @@ async function versionsOf(deps: DowngradeDeps, voters: readonly VoterHealth[]): 
   return Promise.all(voters.map((v) => deps.downgrade.versions(v.endpoint)));
 }
 
-/** Polls until `done` holds for every voter's versions; BlockedError naming `what` after the health timeout. */
-async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], what: string, done: (v: MemberVersions) => boolean): Promise<void> {
-  const deadline = deps.clock.now() + deps.healthTimeoutMs;
-  for (;;) {
+/** Done once `settled` holds for every voter's versions; RequeueAfter `reason` naming `what` until then. */
+function versionsStep(deps: DowngradeDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Step {
+  return async () => {
     const seen = await versionsOf(deps, voters);
-    if (seen.every(done)) return;
-    if (deps.clock.now() >= deadline) throw new BlockedError(`${what} did not happen within ${String(deps.healthTimeoutMs)} ms: ${seen.map((v) => `server ${v.server}, cluster ${v.cluster}, storage ${v.storage ?? '-'}`).join('; ')}`);
-    await deps.clock.sleep(500);
-  }
+    if (seen.every(settled)) return done(what);
+    return requeueAfter(VERSION_POLL_MS, reason, `${what} did not happen within ${String(deps.healthTimeoutMs)} ms: ${seen.map((v) => `server ${v.server}, cluster ${v.cluster}, storage ${v.storage ?? '-'}`).join('; ')}`);
+  };
+}
+
+const VERSION_POLL_MS = 500;
+
+/** Drives a versions step within the health timeout. */
+async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Promise<void> {
+  await runSteps(versionsStep(deps, voters, reason, what, settled), deps.clock, deps.healthTimeoutMs);
 }
 
 /**
@@ -53,12 +59,16 @@ const RAISE_WAIT_MS = 10_000;
 
 async function settledVersions(deps: DowngradeDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
   const deadline = deps.clock.now() + RAISE_WAIT_MS;
-  for (;;) {
-    const seen = await versionsOf(deps, voters);
+  let seen: MemberVersions[] = [];
+  // The step ends itself at the deadline: versions that stay are a downgrade enabled before, no error.
+  const step: Step = async () => {
+    seen = await versionsOf(deps, voters);
     const lowest = seen.map((v) => minorOf(v.server)).sort(compareVersions)[0];
-    if (lowest === undefined || seen.every((v) => minorOf(v.cluster) === lowest) || deps.clock.now() >= deadline) return seen;
-    await deps.clock.sleep(500);
-  }
+    if (lowest === undefined || seen.every((v) => minorOf(v.cluster) === lowest) || deps.clock.now() >= deadline) return done('versions settled');
+    return requeueAfter(VERSION_POLL_MS, 'ClusterVersionRising', "the cluster version has not risen to the members' minor yet");
+  };
+  await runSteps(step, deps.clock, Infinity);
+  return seen;
 }
 
 function machineOf(deps: DowngradeDeps, voter: VoterHealth): MachineRecord {
@@ -98,13 +108,13 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
     }
     try {
       // A member restarted on the lower binary reads the schema its data dir was left in.
-      await until(deps, voters, `cluster version ${target} with every storage schema migrated`, (v) => minorOf(v.cluster) === target && (v.storage === undefined || minorOf(v.storage) === target));
+      await until(deps, voters, 'StorageNotMigrated', `cluster version ${target} with every storage schema migrated`, (v) => minorOf(v.cluster) === target && (v.storage === undefined || minorOf(v.storage) === target));
       const ids = new Set(higher.map((v) => v.member.id));
       await oneVoterAtATime(deps.admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), only: ids }, async (voter) => {
         const machine = machineOf(deps, voter);
         await deps.provider.stopMember(deps.cluster, machine.name);
         await deps.recordVersion(machine.name, version);
-        await deps.provider.startMember(deps.cluster, machine.name, await deps.launchFor({ ...machine, version }));
+        await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor({ ...machine, version }));
         note(`${machine.name} restarted in place on etcd ${version}`);
       });
     } catch (error) {
@@ -122,7 +132,7 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
     const voter = voters.find((v) => v.member.peerURLs.includes(machine.peerURL ?? ''));
     if (voter && minorOf(voter.status.version) === target) await deps.recordVersion(machine.name, version);
   }
-  await until(deps, voters, `every member on ${target}`, (v) => minorOf(v.server) === target && minorOf(v.cluster) === target);
+  await until(deps, voters, 'MembersNotOnTarget', `every member on ${target}`, (v) => minorOf(v.server) === target && minorOf(v.cluster) === target);
   note(`cluster version ${target}: every member runs ${version}`);
   if (tools !== undefined && compareVersions(target, DOWNGRADE_PROTOCOL_FROM) >= 0) {
     // A 3.6+ leader ends the job itself once every member runs the target, on its next version check

@@ -1,15 +1,18 @@
-import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import { relaunchFor, startMemberAs } from '../cluster/member-launch.ts';
+import { observe } from '../cluster/observe.ts';
+import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { Observed, ObservedMachine } from '../planner/types.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
-import { quorumHolds } from '../planner/health-gate.ts';
+import { quorumHolds } from '../planner/health.ts';
 import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
-import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { BlockedError } from './blocked-error.ts';
+import { done, requeueAfter, runSteps, type Step } from './steps.ts';
 
 /**
  * `fastplane recover`: the way back when quorum is lost. When a quorum of the voters still has an
@@ -62,10 +65,6 @@ export interface RecoverDeps {
   admin: EtcdAdmin;
   maintenance: EtcdMaintenance;
   clock: Clock;
-  /** The cluster as one reconcile pass observes it, through `admin`. */
-  observe: () => Promise<Observed>;
-  /** How a machine's member starts again on its data dir. */
-  relaunch: (cp: ControlPlaneRecord, machine: MachineRecord) => Promise<MemberLaunch>;
   /**
    * A member's committed index read offline from its data dir, undefined when the data dir is gone.
    * Given only where the data dirs are on this host (the local provider); otherwise stopped members
@@ -133,7 +132,7 @@ async function readingOf(deps: RecoverDeps, observed: Observed, machine: Observe
 /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
 export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
   const cp = await controlPlane(deps);
-  const observed = await deps.observe();
+  const observed = await observe({ cluster: deps.cluster, etcd: deps.admin, provider: deps.provider, store: deps.store });
   const view = buildView(toPlannerSpec(cp.manifest), observed, deps.clock.now());
   if (view.membersKnown && view.voters.length > 0 && hasQuorum(view)) {
     throw new HasQuorumError(
@@ -212,6 +211,32 @@ export async function carryOutRecovery(deps: RecoverDeps, writer: FencedWriter, 
   return 'forced';
 }
 
+const POLL_MS = 250;
+
+/** Done once a linearizable member list answers: only through a leader with a quorum behind it. */
+export function quorumBackStep(admin: EtcdAdmin, endpoints: readonly string[]): Step {
+  return async () => {
+    try {
+      await admin.memberList(endpoints);
+      return done('quorum is back');
+    } catch (error) {
+      return requeueAfter(POLL_MS, 'QuorumNotBack', `no quorum answers yet: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  };
+}
+
+/** Done once the forced survivor answers as a one-member cluster. */
+export function forcedBackStep(admin: EtcdAdmin, chosen: SurvivorReading): Step {
+  return async () => {
+    try {
+      if ((await admin.memberList([chosen.clientURL])).length === 1) return done(`${chosen.machine} runs alone`);
+    } catch {
+      // Still starting.
+    }
+    return requeueAfter(POLL_MS, 'SurvivorNotBack', `${chosen.machine} did not come back as a one-member cluster within ${String(FORCED_START_TIMEOUT_MS / 1000)} s`);
+  };
+}
+
 /** Starts each stopped voter of `plan.restart` as it was; true once a quorum answers a linearizable member list. */
 async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: RecoveryPlan): Promise<boolean> {
   const { cluster, provider, clock } = deps;
@@ -222,19 +247,14 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     if (record?.peerURL === undefined) return false;
     await writer.verify();
     // An existing data dir: etcd ignores the initial cluster and rejoins with the members it recorded.
-    await provider.startMember(cluster, name, await deps.relaunch(cp, record));
+    await startMemberAs({ cluster, provider, writer }, record, relaunchFor(cp, record));
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
-  const deadline = clock.now() + RESTART_TIMEOUT_MS;
-  for (;;) {
-    try {
-      // Linearizable: answered only through a leader with a quorum behind it.
-      await deps.admin.memberList(endpoints);
-      break;
-    } catch {
-      if (clock.now() >= deadline) return false;
-      await clock.sleep(250);
-    }
+  try {
+    await runSteps(quorumBackStep(deps.admin, endpoints), clock, RESTART_TIMEOUT_MS);
+  } catch (error) {
+    if (error instanceof BlockedError) return false;
+    throw error;
   }
   await writer.commit({
     kind: 'AppendEvent',
@@ -256,19 +276,8 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   for (const name of plan.deleted) await provider.stopMember(cluster, name);
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
-  const launch = { ...(await deps.relaunch(cp, record)), forceNewCluster: true };
-  await provider.startMember(cluster, plan.chosen.machine, launch);
-  const deadline = clock.now() + FORCED_START_TIMEOUT_MS;
-  for (;;) {
-    try {
-      const members = await deps.admin.memberList([plan.chosen.clientURL]);
-      if (members.length === 1) break;
-    } catch {
-      // Still starting.
-    }
-    if (clock.now() >= deadline) throw new BlockedError(`${plan.chosen.machine} did not come back as a one-member cluster within ${String(FORCED_START_TIMEOUT_MS / 1000)} s`);
-    await clock.sleep(250);
-  }
+  await startMemberAs({ cluster, provider, writer }, record, { ...relaunchFor(cp, record), forceNewCluster: true });
+  await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, FORCED_START_TIMEOUT_MS);
   const at = clock.now();
   // Failed and leaving: the reconcile tears these machines down and provisions their replacements.
   await writer.commit(

@@ -1,12 +1,13 @@
-import { agreedLeader, mayStopVoter, type VoterHealthReading } from '../planner/health-gate.ts';
+import { agreedLeader, isHealthyVoter, leaderClaims, mayStopVoter, type VoterReading } from '../planner/health.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { BlockedError } from './blocked-error.ts';
+import { done, failed, proceed, requeueAfter, runSteps, type Step, type StepResult } from './steps.ts';
 
 /**
  * Day-2 work done to members one at a time (certificate renewal, defragmentation): the cluster must
  * be healthy before it starts; each voter is stopped only when the planner's health gate allows it
- * (planner/health-gate.ts), and is back before the next. Followers go first, and the leader last,
+ * (planner/health.ts), and is back before the next. Followers go first, and the leader last,
  * after leadership has moved away, so no step costs an election on top of the member's own pause.
  */
 
@@ -31,8 +32,8 @@ function nameOf(member: EtcdMember): string {
 }
 
 /** One reading of the cluster: every voter for the gate, with the status of those that answer. */
-interface ClusterReading {
-  gate: VoterHealthReading[];
+export interface ClusterReading {
+  gate: VoterReading[];
   learners: string[];
   answering: VoterHealth[];
   /** Why each voter that did not answer did not ("has not started", "does not answer (...)"), by member ID. */
@@ -51,7 +52,7 @@ async function answerOf(admin: EtcdAdmin, member: EtcdMember): Promise<VoterAnsw
   }
 }
 
-async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading> {
+export async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading> {
   let members: EtcdMember[];
   try {
     members = await admin.memberList(endpoints);
@@ -63,10 +64,10 @@ async function readCluster(admin: EtcdAdmin, endpoints: readonly string[]): Prom
     if ('voter' in answer) {
       const { member, status } = answer.voter;
       reading.answering.push(answer.voter);
-      reading.gate.push({ id: member.id, name: nameOf(member), healthy: status.leaderId !== '0', leaderId: status.leaderId });
+      reading.gate.push({ id: member.id, name: nameOf(member), leaderId: status.leaderId });
     } else {
       reading.silent.set(answer.member.id, answer.why);
-      reading.gate.push({ id: answer.member.id, name: nameOf(answer.member), healthy: false });
+      reading.gate.push({ id: answer.member.id, name: nameOf(answer.member) });
     }
   }
   return reading;
@@ -80,51 +81,121 @@ export async function healthyVoters(admin: EtcdAdmin, endpoints: readonly string
   const [silent] = reading.gate.filter((v) => reading.silent.has(v.id));
   if (silent) throw new BlockedError(`voter ${silent.name} ${reading.silent.get(silent.id) ?? ''}`);
   const leaderId = agreedLeader(reading.gate);
-  if (leaderId === undefined || reading.gate.some((v) => !v.healthy)) throw new BlockedError(`voters do not agree on a leader (${[...new Set(reading.gate.map((v) => v.leaderId))].join(', ')})`);
+  if (leaderId === undefined || !reading.gate.every(isHealthyVoter)) throw new BlockedError(`voters do not agree on a leader (${leaderClaims(reading.gate)})`);
   const voters = [...reading.answering].sort((a, b) => Number(a.member.id === leaderId) - Number(b.member.id === leaderId));
   return { leaderId, voters };
 }
 
+/** A reading for a step: the member list unreadable is an Error (no voter can be judged without it). */
+async function readForStep(admin: EtcdAdmin, endpoints: readonly string[]): Promise<ClusterReading | StepResult> {
+  try {
+    return await readCluster(admin, endpoints);
+  } catch (error) {
+    return failed('MemberListUnavailable', message(error));
+  }
+}
+
+const POLL_MS = 200;
+
 /**
- * Waits until the health gate lets voter `id` be stopped, moving leadership off it when it leads;
- * returns the voter as it answers then. BlockedError naming what the gate waits for after timeoutMs.
+ * One step toward `work` on voter `id`: done once the health gate let it be stopped and `work` ran
+ * (`beforeEach` first: the lease). Until then, leadership is moved off it when it leads
+ * (RequeueAfter LeaderMoving), or the gate's code says what it waits for.
  */
-async function whenStoppable(admin: EtcdAdmin, endpoints: readonly string[], id: string, clock: Clock, timeoutMs: number): Promise<VoterHealth> {
-  const deadline = clock.now() + timeoutMs;
-  for (;;) {
-    const reading = await readCluster(admin, endpoints);
+export function stopVoterStep(admin: EtcdAdmin, endpoints: readonly string[], id: string, beforeEach: () => Promise<void>, work: (voter: VoterHealth) => Promise<void>): Step {
+  return async () => {
+    const reading = await readForStep(admin, endpoints);
+    if ('kind' in reading) return reading;
     const verdict = mayStopVoter(reading.gate, reading.learners, id);
-    if (!verdict.ok && verdict.code === 'NotAVoter') throw new BlockedError(`member ${id} left the cluster meanwhile`);
+    if (!verdict.ok && verdict.code === 'NotAVoter') return failed('VoterLeft', `member ${id} left the cluster meanwhile`);
     const target = reading.answering.find((v) => v.member.id === id);
     const successor = reading.answering.find((v) => v.member.id !== id && v.status.leaderId === id);
     if (!verdict.ok && verdict.code === 'IsLeader' && target && successor) {
       // Handed to a healthy follower; a later reading shows when every voter follows it.
       await admin.moveLeader(target.endpoint, successor.member.id);
-      await clock.sleep(200);
-      continue;
+      return requeueAfter(POLL_MS, 'LeaderMoving', `moving leadership off ${nameOf(target.member)}`);
     }
-    if (verdict.ok && target) return target;
-    if (clock.now() >= deadline) throw new BlockedError(verdict.ok ? `voter ${reading.gate.find((v) => v.id === id)?.name ?? id} ${reading.silent.get(id) ?? 'does not answer'}` : verdict.message);
-    await clock.sleep(200);
-  }
+    if (verdict.ok && target) {
+      await beforeEach();
+      await work(target);
+      return done(`${nameOf(target.member)} done`);
+    }
+    const name = reading.gate.find((v) => v.id === id)?.name ?? id;
+    return verdict.ok ? requeueAfter(POLL_MS, 'VoterNotAnswering', `voter ${name} ${reading.silent.get(id) ?? 'does not answer'}`) : requeueAfter(POLL_MS, verdict.code, verdict.message);
+  };
 }
 
-/** Waits until voter `id` answers again with the leader the voters agree on; BlockedError after timeoutMs. */
-async function whenBack(admin: EtcdAdmin, endpoints: readonly string[], id: string, clock: Clock, timeoutMs: number): Promise<void> {
-  const deadline = clock.now() + timeoutMs;
-  for (;;) {
-    const reading = await readCluster(admin, endpoints);
+/** Done once voter `id` answers again with the leader the voters agree on; RequeueAfter VoterNotBack until then. */
+export function voterBackStep(admin: EtcdAdmin, endpoints: readonly string[], id: string): Step {
+  return async () => {
+    const reading = await readForStep(admin, endpoints);
+    if ('kind' in reading) return reading;
     const voter = reading.gate.find((v) => v.id === id);
-    if (voter?.healthy === true && agreedLeader(reading.gate) !== undefined) return;
-    if (clock.now() >= deadline) throw new BlockedError(`voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
-    await clock.sleep(200);
+    if (voter !== undefined && isHealthyVoter(voter) && agreedLeader(reading.gate) !== undefined) return done(`${voter.name} is back`);
+    return requeueAfter(POLL_MS, 'VoterNotBack', `voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
+  };
+}
+
+/** How far a rolling job got: all a step needs from the ones before it, so it can be kept between passes. */
+export interface RollingProgress {
+  /** The cluster was healthy, with no learner joining, when the job started. */
+  started: boolean;
+  /** Member IDs whose work ran and that were seen back. */
+  done: string[];
+  /** A member whose work ran and that has not been seen back yet. */
+  awaiting?: string;
+}
+
+export const NOT_STARTED: RollingProgress = { started: false, done: [] };
+
+export interface RollingWork {
+  admin: EtcdAdmin;
+  endpoints: readonly string[];
+  /** Guards the work on each voter (the lease). */
+  beforeEach: () => Promise<void>;
+  /** Only these member IDs, when given. */
+  only?: ReadonlySet<string>;
+  work: (voter: VoterHealth) => Promise<void>;
+}
+
+/**
+ * One step of a rolling job: the start's health check, one voter's work (followers first, the leader
+ * last after leadership moved off it), or one look whether that voter is back. Returns the result and
+ * the progress the next step starts from.
+ */
+export async function rollingStep(job: RollingWork, progress: RollingProgress): Promise<{ result: StepResult; progress: RollingProgress }> {
+  const { admin, endpoints } = job;
+  if (!progress.started) {
+    try {
+      await healthyVoters(admin, endpoints);
+    } catch (error) {
+      if (error instanceof BlockedError) return { result: failed('ClusterUnhealthy', error.message), progress };
+      throw error;
+    }
+    return { result: proceed('every voter healthy, no learner joining'), progress: { ...progress, started: true } };
   }
+  if (progress.awaiting !== undefined) {
+    const back = await voterBackStep(admin, endpoints, progress.awaiting)();
+    if (back.kind !== 'Done') return { result: back, progress };
+    return { result: proceed(back.summary), progress: { started: true, done: [...progress.done, progress.awaiting] } };
+  }
+  const reading = await readForStep(admin, endpoints);
+  if ('kind' in reading) return { result: reading, progress };
+  const leaderId = agreedLeader(reading.gate);
+  const [next] = reading.gate
+    .map((v) => v.id)
+    .filter((id) => !progress.done.includes(id) && (job.only?.has(id) ?? true))
+    .sort((a, b) => Number(a === leaderId) - Number(b === leaderId));
+  if (next === undefined) return { result: done(`${String(progress.done.length)} voters done`), progress };
+  const result = await stopVoterStep(admin, endpoints, next, job.beforeEach, job.work)();
+  return result.kind === 'Done' ? { result: proceed(result.summary), progress: { ...progress, awaiting: next } } : { result, progress };
 }
 
 /**
  * Runs `step` on each voter (or those whose IDs are in `only`), followers first and the leader last
  * (after moving leadership away). Each voter is stopped only when the health gate allows it, and is
  * back, answering with the agreed leader, before the next; `beforeEach` guards every step (the lease).
+ * The rolling steps are driven by runSteps, each wait within `healthTimeoutMs`.
  */
 export async function oneVoterAtATime(
   admin: EtcdAdmin,
@@ -132,12 +203,15 @@ export async function oneVoterAtATime(
   options: { clock: Clock; healthTimeoutMs: number; beforeEach: () => Promise<void>; only?: ReadonlySet<string> },
   step: (voter: VoterHealth) => Promise<void>,
 ): Promise<void> {
-  const { clock, healthTimeoutMs, only } = options;
-  const first = await healthyVoters(admin, endpoints);
-  for (const id of first.voters.map((v) => v.member.id).filter((memberId) => only?.has(memberId) ?? true)) {
-    const voter = await whenStoppable(admin, endpoints, id, clock, healthTimeoutMs);
-    await options.beforeEach();
-    await step(voter);
-    await whenBack(admin, endpoints, id, clock, healthTimeoutMs);
-  }
+  const job: RollingWork = { admin, endpoints, beforeEach: options.beforeEach, work: step, ...(options.only === undefined ? {} : { only: options.only }) };
+  let progress = NOT_STARTED;
+  await runSteps(
+    async () => {
+      const next = await rollingStep(job, progress);
+      progress = next.progress;
+      return next.result;
+    },
+    options.clock,
+    options.healthTimeoutMs,
+  );
 }

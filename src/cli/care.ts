@@ -54,9 +54,6 @@ export function careFor(host: CareHost, manifest: ControlPlane): CareService {
       return new EtcdctlDowngrade({ findBinary: etcdBinaryFinder(manifest.spec.etcd.binaries), ...(tls === undefined ? {} : { tls }) });
     },
     describeCertificate: async (file) => (await import('../adapters/pki/local-pki.ts')).describeCertificate(file),
-    // On a data dir etcd ignores the bootstrap flags: the member comes back as itself.
-    relaunch: async (cp, machine) => (await import('../executor/executor-deps.ts')).launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing'),
-    observe: async (admin) => (await import('../reconciler/observe.ts')).observe({ cluster, etcd: admin, provider, store: host.store }),
     // The local provider keeps a machine's data dir on this host (`clusters/<name>/machines/<machine>/data`), so
     // `recover` reads stopped members offline; an ssh provider's data dirs are on their hosts, not read here.
     ...(manifest.spec.provider.name === 'local-process'

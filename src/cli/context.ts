@@ -1,11 +1,16 @@
-import { chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Logger } from 'pino';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { parseDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import type { Etcd3Admin } from '../adapters/etcd/etcd3-admin.ts';
+import { EtcdClientCache } from '../adapters/etcd/etcd-client-cache.ts';
+import { specEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
+import type { EtcdAdmin } from '../ports/etcd-admin.ts';
+import { sha256OfFile } from '../adapters/state-files.ts';
+import type { Runtime } from '../app/runtime.ts';
+import type { CareService } from '../care/care-service.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
 import type { ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
 import { providerFor } from '../adapters/providers/registry.ts';
@@ -17,7 +22,7 @@ import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../lease/lease-keeper.ts';
-import type { ObserveDeps } from '../reconciler/observe.ts';
+import type { ObserveDeps } from '../cluster/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { careFor } from './care.ts';
 import { openLogger, parseLogOptions, type LogOptions } from './logging.ts';
@@ -52,8 +57,8 @@ export interface ContextOptions {
   logToStdout?: boolean;
 }
 
-/** Everything a command needs, opened once and closed once. */
-export class CliContext {
+/** This host's runtime as the global flags choose it: everything a command needs, opened once and closed once. */
+export class CliContext implements Runtime {
   readonly store: StateStore;
   /** Where the records are, for messages: the state dir, or the etcd endpoints and prefix. */
   readonly storeLocation: string;
@@ -63,8 +68,7 @@ export class CliContext {
   readonly leaseTtlMs: number;
   /** This process as its kernel knows it, for the lease records it writes. */
   readonly identity = ownIdentity();
-  /** One etcd client per control plane: each TLS cluster has its own CA and client certificate. */
-  private readonly admins = new Map<string, { admin: Etcd3Admin; trust: string }>();
+  private readonly etcdClients: EtcdClientCache;
   private readonly providers = new Map<string, MachineProvider>();
 
   /** `openStore`: opens the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
@@ -79,6 +83,8 @@ export class CliContext {
     const opened = openStore?.();
     this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.storeLocation = opened?.location ?? stateDir;
+    // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
+    this.etcdClients = new EtcdClientCache(leaseCallBoundMs(this.leaseTtlMs));
   }
 
   /** The log file (and stderr or stdout as asked), opened when a command first logs. */
@@ -102,35 +108,27 @@ export class CliContext {
     return { stateDir: this.stateDir, store: this.store, addressPrefix, provisioningFailureMarker, certValidityMs };
   }
 
-  /**
-   * The control plane's etcd client, presenting fastplane's client certificate unless insecure.
-   * etcd3 (gRPC, protobufjs) is most of the CLI's start-up cost, so it is loaded only here, by the
-   * commands that talk to etcd.
-   */
-  async etcd(manifest: ControlPlane): Promise<Etcd3Admin> {
+  /** The control plane's etcd client, presenting fastplane's client certificate unless insecure. */
+  async etcd(manifest: ControlPlane): Promise<EtcdAdmin> {
     const name = manifest.metadata.name;
-    const tls = await this.provider(manifest).loadClientTls(name);
-    // A cluster deleted and made again under its name (`restore --replace`) has a new CA on the same
-    // addresses: connections made with the old one would never verify again, so they go with it.
-    // (Before its first machine a cluster has no CA yet: nothing to connect with, nothing to compare.)
-    const trust = tls === undefined ? '' : [tls.caFile, tls.certFile].map((file) => (existsSync(file) ? readFileSync(file, 'utf8') : '')).join('');
-    const known = this.admins.get(name);
-    if (known?.trust === trust) return known.admin;
-    const { Etcd3Admin, readTlsCredentials } = await import('../adapters/etcd/etcd3-admin.ts');
-    // Another call may have made it while the module loaded.
-    const current = this.admins.get(name);
-    if (current?.trust === trust) return current.admin;
-    if (current) await current.admin.close();
-    // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
-    const callTimeoutMs = leaseCallBoundMs(this.leaseTtlMs);
-    const admin = new Etcd3Admin(tls === undefined ? { callTimeoutMs } : { callTimeoutMs, credentials: () => readTlsCredentials(tls) });
-    this.admins.set(name, { admin, trust });
-    return admin;
+    return this.etcdClients.clientFor(name, await this.provider(manifest).loadClientTls(name));
+  }
+
+  care(manifest: ControlPlane): CareService {
+    return careFor(this, manifest);
+  }
+
+  checkBinaries(manifest: ControlPlane): void {
+    specEtcdBinary(manifest.spec.version, manifest.spec.etcd.binaries);
+  }
+
+  sha256(file: string): Promise<string> {
+    return sha256OfFile(file);
   }
 
   /** What observing needs: reads only (status). */
   async observeDeps(manifest: ControlPlane): Promise<ObserveDeps> {
-    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: careFor(this, manifest) };
+    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: this.care(manifest) };
   }
 
   /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */
@@ -151,7 +149,7 @@ export class CliContext {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.admins.values()].map(({ admin }) => admin.close()));
+    await this.etcdClients.close();
     await Promise.all([...this.providers.values()].map((provider) => provider.close()));
     await this.store.close();
     this.logger?.flush();

@@ -1,4 +1,5 @@
 import { Listr, ListrLogger, ProcessOutput, type ListrDefaultRendererLogLevels, type ListrTaskWrapper, type DefaultRenderer, type SimpleRenderer } from 'listr2';
+import type { ReconcileProgress } from '../app/reconcile.ts';
 import type { EventRecord, MachineRecord } from '../domain/machine.ts';
 import type { Decision, Observed } from '../planner/types.ts';
 
@@ -7,15 +8,6 @@ export interface PassView {
   decision: Decision;
   changed: MachineRecord[];
   now: number;
-}
-
-/** Shows a long reconcile as it goes, on stderr so stdout carries only the result. */
-export interface Progress {
-  onPass(pass: PassView): void;
-  onEvent(event: EventRecord): void;
-  /** A line about the run itself (another process holds the lease, what it waits for). */
-  note(text: string): void;
-  run<T>(title: string, work: () => Promise<T>): Promise<T>;
 }
 
 const clockTime = (ms: number): string => new Date(ms).toISOString().slice(11, 23);
@@ -27,7 +19,7 @@ function summary(decision: Decision): string {
 }
 
 /** Plain timestamped lines: for logs, CI and anything that is not a terminal. */
-export class PlainProgress implements Progress {
+export class PlainProgress implements ReconcileProgress {
   private lastWaits = '';
   private lastRefusal = '';
 
@@ -71,7 +63,7 @@ export class PlainProgress implements Progress {
 type Task = ListrTaskWrapper<unknown, typeof DefaultRenderer, typeof SimpleRenderer>;
 
 /** A live view on a terminal: one line per machine with its phase, the planner's waits below. */
-export class TerminalProgress implements Progress {
+export class TerminalProgress implements ReconcileProgress {
   private task: Task | undefined;
   private lastEvent = '';
 
@@ -114,6 +106,7 @@ export class TerminalProgress implements Progress {
   }
 }
 
-export function progressFor(stream: NodeJS.WriteStream = process.stderr): Progress {
+/** Shows a long reconcile as it goes, on stderr so stdout carries only the result. */
+export function progressFor(stream: NodeJS.WriteStream = process.stderr): ReconcileProgress {
   return stream.isTTY ? new TerminalProgress() : new PlainProgress(stream);
 }

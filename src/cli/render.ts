@@ -42,3 +42,8 @@ export function explain(doc: ControlPlaneStatusDocument): string {
   if (doc.status.waits.length === 0) return doc.status.phase === 'Ready' ? `${doc.name} is converged: nothing to wait for.` : `${doc.name}: no waits reported.`;
   return [`${doc.name} is waiting for:`, ...doc.status.waits.map((w) => `  - [${w.code}] ${w.message}`)].join('\n');
 }
+
+/** A line a use case says while it works: on stderr, so stdout carries only the result. */
+export function noteOnStderr(text: string): void {
+  process.stderr.write(`${text}\n`);
+}

@@ -2,8 +2,7 @@ import { resolve } from 'node:path';
 import { defaultControlPlane, validateControlPlane, type ControlPlane } from '../api/control-plane.ts';
 import { parseDuration, parseDurationRange } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import { validateVersionChange } from '../api/version-change.ts';
-import { specEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
+import { checkSpecChange } from '../app/spec.ts';
 import type { CliContext } from './context.ts';
 import { loadManifestForCli } from './manifest-file.ts';
 
@@ -76,25 +75,6 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
   }
   if (flags.insecure === true) provider.insecure = true;
   const manifest = validateControlPlane({ ...base, spec: { ...spec, etcd, provider } });
-  // Members' URLs and certificates are fixed when their machines are created: http and https
-  // members cannot form one cluster.
-  const stored = (await ctx.store.getControlPlane(manifest.metadata.name))?.manifest;
-  if (stored !== undefined && stored.spec.provider.insecure !== manifest.spec.provider.insecure) {
-    throw new InvalidInputError([
-      `spec.provider.insecure: cannot change on an existing control plane (it is ${String(stored.spec.provider.insecure)}); run fastplane down ${manifest.metadata.name} first`,
-    ]);
-  }
-  const running = (await ctx.store.listMachines(manifest.metadata.name)).map((m) => m.version);
-  const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, running);
-  if (versionError !== undefined) throw new InvalidInputError([versionError]);
-  // A version without a binary (or a binaries dir of another version) fails here, before anything is
-  // recorded or started.
-  specEtcdBinary(manifest.spec.version, manifest.spec.etcd.binaries);
+  await checkSpecChange(ctx, manifest);
   return manifest;
-}
-
-export async function storedManifest(ctx: CliContext, name: string): Promise<ControlPlane> {
-  const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}; create it with fastplane up`]);
-  return cp.manifest;
 }

@@ -1,12 +1,24 @@
-import type { Action, Decision, LastMembershipAttempt, Observed } from '../planner/types.ts';
+import type { EventRecord } from '../domain/machine.ts';
+import type { Action, Decision, LastMembershipAttempt, MachineAction, Observed } from '../planner/types.ts';
 import { EtcdAdminError } from '../ports/etcd-admin.ts';
 import { RenewDeadlineHoldError } from '../lease/fenced-writer.ts';
-import { emit, endsTheRun, machineOf, type ExecutionReport, type ExecutorDeps } from './executor-deps.ts';
+import { controlPlane, endsTheRun, type ExecutionReport, type ExecutorDeps } from './executor-deps.ts';
 
 export type { ExecutorDeps } from './executor-deps.ts';
-import { resumeProvisioning, runMachineAction } from './machine-handlers.ts';
+import { runMachineAction } from './machine-handlers.ts';
 import { runMembershipAction } from './membership-handlers.ts';
 import { runCareAction } from './care-handlers.ts';
+
+async function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): Promise<void> {
+  const full: EventRecord = { cluster: deps.cluster, ...event };
+  await deps.writer.commit({ kind: 'AppendEvent', event: full });
+  deps.notify?.(full);
+}
+
+/** The machine an action concerns; a RemoveMember of an orphan member has none. */
+function machineOf(action: Action): string | undefined {
+  return 'machine' in action ? action.machine : undefined;
+}
 
 function describeAction(action: Action): string {
   const machine = machineOf(action);
@@ -17,7 +29,8 @@ function describeAction(action: Action): string {
 /** etcd answers that say "not now": the planner waits and tries again; everything else failed. */
 const REFUSALS: ReadonlySet<string> = new Set(['NotInSync', 'TooManyLearners', 'UnhealthyCluster', 'NotEnoughStartedMembers', 'PeerURLExists', 'BadLeaderTransferee', 'LearnerRpc']);
 
-async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unknown>): Promise<string | undefined> {
+/** Runs one action and records its event; a failure is returned (its message, and the error itself), never thrown, unless it ends the run. */
+async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unknown>): Promise<{ message: string; error: unknown } | undefined> {
   const at = deps.clock.now();
   const target = machineOf(action);
   const machine = target === undefined ? {} : { machine: target };
@@ -32,8 +45,30 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
     const message = error instanceof Error ? error.message : String(error);
     const outcome = (error instanceof EtcdAdminError && REFUSALS.has(error.kind)) || error instanceof RenewDeadlineHoldError ? 'Refused' : 'Failed';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome, message: `${describeAction(action)} failed: ${message}`, ...machine });
-    return message;
+    return { message, error };
   }
+}
+
+/**
+ * Provisioning goes on between passes: a machine still Provisioning that no action of this decision
+ * concerns is moved on here (an ssh machine waiting for a host, or one a crash left half done), never
+ * by describing it, which only reads. A failure to move it on is an event; the provider records a
+ * provisioning failure on the machine itself, which the next pass sees as Failed.
+ */
+function resumeProvisioning(deps: ExecutorDeps, observed: Observed, decision: Decision): Promise<void>[] {
+  const acted = new Set(decision.machineActions.map(machineOf));
+  return observed.machines
+    .filter((m) => m.infra?.state === 'Provisioning' && !acted.has(m.record.name))
+    .map(async ({ record }) => {
+      try {
+        await deps.provider.provision(deps.cluster, record.name);
+      } catch (error) {
+        if (endsTheRun(error)) throw error;
+        const at = deps.clock.now();
+        const message = `CreateMachine ${record.name} failed: ${error instanceof Error ? error.message : String(error)}`;
+        await emit(deps, { at, endedAt: at, type: 'Warning', reason: 'ResumeCreate', action: 'CreateMachine', outcome: 'Failed', message, machine: record.name });
+      }
+    });
 }
 
 /**
@@ -45,33 +80,32 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
 export async function execute(deps: ExecutorDeps, observed: Observed, decision: Decision): Promise<ExecutionReport> {
   const report: ExecutionReport = { machineErrors: [] };
   const membership = decision.membershipAction;
-  const machineRuns = decision.machineActions.map(async (action) => {
-    const error = await timed(deps, action, () => runMachineAction(deps, action));
-    if (error !== undefined) report.machineErrors.push({ action, error });
-  });
-  const membershipRun = (async () => {
-    if (!membership) return;
-    let caught: unknown;
-    const error = await timed(deps, membership, async () => {
-      try {
-        await runMembershipAction(deps, observed, membership);
-      } catch (e) {
-        caught = e;
-        throw e;
-      }
-    });
-    if (error === undefined) return;
-    const attempt: LastMembershipAttempt = { action: membership.kind, target: machineOf(membership) ?? (membership.kind === 'RemoveMember' ? membership.memberId : ''), at: deps.clock.now(), error };
-    if (caught instanceof EtcdAdminError) attempt.errorKind = caught.kind;
-    report.membershipAttempt = attempt;
-  })();
+  // Read once, after the pass recorded what it observed: the actions' launches and templates come from it.
+  const cp = await controlPlane(deps);
   // Care runs beside the rest: the planner asks for it only where it cannot collide (renewal on a
   // converged cluster, NOSPACE recovery with no membership change).
-  const careRuns = (decision.careActions ?? []).map(async (action) => {
-    await timed(deps, action, () => runCareAction(deps, action));
+  const work: [Action, () => Promise<unknown>][] = [
+    ...decision.machineActions.map((action): [Action, () => Promise<unknown>] => [action, () => runMachineAction(deps, cp, action)]),
+    ...(membership ? [[membership, () => runMembershipAction(deps, cp, observed, membership)] satisfies [Action, () => Promise<unknown>]] : []),
+    ...(decision.careActions ?? []).map((action): [Action, () => Promise<unknown>] => [action, () => runCareAction(deps, action)]),
+  ];
+  const runs = work.map(async ([action, run]) => {
+    const failed = await timed(deps, action, run);
+    if (failed === undefined) return;
+    if (action === membership) {
+      const attempt: LastMembershipAttempt = { action: membership.kind, target: machineOf(membership) ?? (membership.kind === 'RemoveMember' ? membership.memberId : ''), at: deps.clock.now(), error: failed.message };
+      if (failed.error instanceof EtcdAdminError) attempt.errorKind = failed.error.kind;
+      report.membershipAttempt = attempt;
+    } else if (isMachineAction(decision, action)) {
+      report.machineErrors.push({ action, error: failed.message });
+    }
   });
-  const settled = await Promise.allSettled([...machineRuns, ...resumeProvisioning(deps, observed, decision), membershipRun, ...careRuns]);
+  const settled = await Promise.allSettled([...runs, ...resumeProvisioning(deps, observed, decision)]);
   const crash = settled.find((result): result is PromiseRejectedResult => result.status === 'rejected');
   if (crash) throw crash.reason;
   return report;
+}
+
+function isMachineAction(decision: Decision, action: Action): action is MachineAction {
+  return (decision.machineActions as readonly Action[]).includes(action);
 }

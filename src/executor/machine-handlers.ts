@@ -1,13 +1,13 @@
 import { parseDuration } from '../api/duration.ts';
-import type { MachineRecord } from '../domain/machine.ts';
+import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
-import type { CreateMachine, Decision, MachineAction, Observed } from '../planner/types.ts';
-import { controlPlane, emit, endsTheRun, launchFor, machineOf, machineRecord, startMemberAs, type ExecutorDeps } from './executor-deps.ts';
+import type { CreateMachine, MachineAction } from '../planner/types.ts';
+import { startMachineMember } from '../cluster/member-launch.ts';
+import { machineRecord, type ExecutorDeps } from './executor-deps.ts';
 
 // Machine actions: many run at once, each idempotent.
 
-async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise<void> {
-  const cp = await controlPlane(deps);
+async function createMachine(deps: ExecutorDeps, cp: ControlPlaneRecord, action: CreateMachine): Promise<void> {
   const now = deps.clock.now();
   const record: MachineRecord = {
     cluster: deps.cluster,
@@ -41,28 +41,6 @@ async function createMachine(deps: ExecutorDeps, action: CreateMachine): Promise
   });
 }
 
-/**
- * Provisioning goes on between passes: a machine still Provisioning that no action of this decision
- * concerns is moved on here (an ssh machine waiting for a host, or one a crash left half done), never
- * by describing it, which only reads. A failure to move it on is an event; the provider records a
- * provisioning failure on the machine itself, which the next pass sees as Failed.
- */
-export function resumeProvisioning(deps: ExecutorDeps, observed: Observed, decision: Decision): Promise<void>[] {
-  const acted = new Set(decision.machineActions.map(machineOf));
-  return observed.machines
-    .filter((m) => m.infra?.state === 'Provisioning' && !acted.has(m.record.name))
-    .map(async ({ record }) => {
-      try {
-        await deps.provider.provision(deps.cluster, record.name);
-      } catch (error) {
-        if (endsTheRun(error)) throw error;
-        const at = deps.clock.now();
-        const message = `CreateMachine ${record.name} failed: ${error instanceof Error ? error.message : String(error)}`;
-        await emit(deps, { at, endedAt: at, type: 'Warning', reason: 'ResumeCreate', action: 'CreateMachine', outcome: 'Failed', message, machine: record.name });
-      }
-    });
-}
-
 /** Each call moves the teardown on (stop, then wipe when due); the record goes once the machine is gone. */
 async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
   deps.failpoint('before-delete-machine');
@@ -72,15 +50,15 @@ async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
   if ((await deps.provider.describe(deps.cluster, name)) === undefined) await deps.writer.commit({ kind: 'DeleteMachine', name });
 }
 
-export async function runMachineAction(deps: ExecutorDeps, action: MachineAction): Promise<void> {
+/** `cp`: the control plane's record as this pass read it. */
+export async function runMachineAction(deps: ExecutorDeps, cp: ControlPlaneRecord, action: MachineAction): Promise<void> {
   const now = deps.clock.now();
   switch (action.kind) {
     case 'CreateMachine':
-      return createMachine(deps, action);
+      return createMachine(deps, cp, action);
     case 'DeleteMachine':
       return deleteMachine(deps, action.machine);
     case 'MarkMachineFailed': {
-      const cp = await controlPlane(deps);
       // Counted by the store against the stored sequence: failures marked in one pass each count.
       await deps.writer.commit(
         { kind: 'PatchMachine', name: action.machine, set: { failed: { reason: action.reason, message: action.message, at: now } } },
@@ -92,11 +70,9 @@ export async function runMachineAction(deps: ExecutorDeps, action: MachineAction
       await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { deleteRequested: { reason: action.reason, at: now } } });
       return;
     case 'RestartMember': {
-      const record = await machineRecord(deps, action.machine);
-      if (record.peerURL === undefined) throw new Error(`machine ${action.machine} has no peer URL`);
       await deps.writer.verify();
       // On a data dir etcd ignores --initial-cluster, and without quorum the member list may be unreadable.
-      await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, `${action.machine}=${record.peerURL}`, 'existing'));
+      await startMachineMember(deps, cp, action.machine, 'existing');
       return;
     }
     case 'AbandonInit':

@@ -1,11 +1,23 @@
 import { quorum } from '../domain/quorum.ts';
-import type { AddLearner, MembershipAction, MoveLeader, Observed, PromoteLearner, RemoveMember, StartMember } from '../planner/types.ts';
+import type { AddLearner, MembershipAction, MoveLeader, Observed, ObservedMember, PromoteLearner, RemoveMember, StartMember } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
 import { EtcdAdminError } from '../ports/etcd-admin.ts';
-import { controlPlane, type ExecutorDeps, initialClusterFor, launchFor, machineRecord, startMemberAs, voterEndpoints } from './executor-deps.ts';
-import { quorumHolds } from '../planner/health-gate.ts';
+import { initialClusterFor, startMachineMember } from '../cluster/member-launch.ts';
+import type { ControlPlaneRecord } from '../domain/machine.ts';
+import type { ExecutorDeps } from './executor-deps.ts';
+import type { FailpointName } from './failpoints.ts';
+import { isHealthyVoter, quorumHolds } from '../planner/health.ts';
 
 // Membership actions: at most one per pass per cluster, never retried blindly.
+
+/** Voter client URLs, leader first: membership calls go to voters only (learners refuse them). */
+function voterEndpoints(observed: Observed, exceptMemberId?: string): string[] {
+  if (!observed.members.ok) return [];
+  const voters = observed.members.list.filter((m) => !m.isLearner && m.id !== exceptMemberId && m.clientURLs.length > 0);
+  const leaderIds = new Set(voters.map((m) => (m.status?.ok ? m.status.status.leaderId : '')));
+  const isLeader = (m: ObservedMember): boolean => leaderIds.has(m.id);
+  return [...voters].sort((a, b) => Number(isLeader(b)) - Number(isLeader(a))).flatMap((m) => m.clientURLs.slice(0, 1));
+}
 
 function peerURLFor(observed: Observed, name: string): string {
   const machine = observed.machines.find((m) => m.record.name === name);
@@ -14,20 +26,25 @@ function peerURLFor(observed: Observed, name: string): string {
   return peerURL;
 }
 
-async function initCluster(deps: ExecutorDeps, observed: Observed, name: string): Promise<void> {
+/** How the member of a machine entering the membership starts, once its membership is recorded (init) or made (add). */
+interface MemberStart {
+  state: 'new' | 'existing';
+  initialCluster: string;
+  /** The failpoint right after the start. */
+  after?: FailpointName;
+}
+
+async function initCluster(deps: ExecutorDeps, observed: Observed, name: string): Promise<MemberStart> {
   const peerURL = peerURLFor(observed, name);
   const now = deps.clock.now();
   // Recorded before the member starts: even a crash right after can never lead to a second init
   // (and the store refuses to name another init machine).
   await deps.writer.commit({ kind: 'PatchControlPlane', patch: { initMachine: name } }, { kind: 'PatchMachine', name, set: { role: 'init', initRecordedAt: now } });
   deps.failpoint('after-init-record');
-  await deps.writer.verify();
-  const record = await machineRecord(deps, name);
-  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, `${name}=${peerURL}`, 'new'));
-  deps.failpoint('after-init-start');
+  return { state: 'new', initialCluster: `${name}=${peerURL}`, after: 'after-init-start' };
 }
 
-async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<void> {
+async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLearner): Promise<MemberStart> {
   const peerURL = peerURLFor(observed, action.machine);
   await deps.writer.verify();
   const { member, members } = await deps.etcd.addLearner(voterEndpoints(observed), peerURL);
@@ -35,20 +52,22 @@ async function addLearner(deps: ExecutorDeps, observed: Observed, action: AddLea
   await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { memberId: member.id, role: 'join' } });
   deps.failpoint('after-add-learner');
   deps.failpoint('before-start-member');
-  await deps.writer.verify();
-  const record = await machineRecord(deps, action.machine);
-  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, initialClusterFor(observed, members), 'existing'));
-  deps.failpoint('after-start-member');
+  return { state: 'existing', initialCluster: initialClusterFor(observed, members), after: 'after-start-member' };
 }
 
-async function startMember(deps: ExecutorDeps, observed: Observed, action: StartMember): Promise<void> {
-  const record = await machineRecord(deps, action.machine);
+async function startMember(deps: ExecutorDeps, observed: Observed, action: StartMember): Promise<MemberStart> {
   const peerURL = peerURLFor(observed, action.machine);
   const initialCluster =
     action.initialClusterState === 'new' ? `${action.machine}=${peerURL}` : initialClusterFor(observed, await deps.etcd.memberList(voterEndpoints(observed)));
   deps.failpoint('before-start-member');
+  return { state: action.initialClusterState, initialCluster };
+}
+
+/** The start every way into the membership ends with: under the lease, as the records say. */
+async function startEntering(deps: ExecutorDeps, cp: ControlPlaneRecord, machine: string, start: MemberStart): Promise<void> {
   await deps.writer.verify();
-  await startMemberAs(deps, record, launchFor(await controlPlane(deps), record, initialCluster, action.initialClusterState));
+  await startMachineMember(deps, cp, machine, start.state, start.initialCluster);
+  if (start.after !== undefined) deps.failpoint(start.after);
 }
 
 /** How long the learner gets to answer right before its promotion: it answered a pass ago, so it is quick. */
@@ -107,7 +126,7 @@ async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLe
 async function confirmRemainingQuorum(deps: ExecutorDeps, observed: Observed, victim: string, endpoints: string[]): Promise<void> {
   const remaining = observed.members.ok ? observed.members.list.filter((m) => !m.isLearner && m.id !== victim).length : endpoints.length;
   const answers = await Promise.allSettled(endpoints.map((endpoint) => deps.etcd.status(endpoint)));
-  const healthy = answers.filter((a) => a.status === 'fulfilled' && a.value.leaderId !== '0' && a.value.leaderId !== '').length;
+  const healthy = answers.filter((a) => a.status === 'fulfilled' && isHealthyVoter({ id: a.value.memberId, name: a.value.memberId, leaderId: a.value.leaderId })).length;
   // The planner's gate again, on answers taken right now: the last-moment re-check of the same rule.
   if (!quorumHolds(remaining, healthy)) {
     throw new EtcdAdminError('UnhealthyCluster', `removal held: ${String(healthy)} of the ${String(remaining)} remaining voters answer with a leader right now, quorum is ${String(quorum(remaining))}`);
@@ -132,14 +151,15 @@ async function removeMember(deps: ExecutorDeps, observed: Observed, action: Remo
   deps.failpoint('after-remove-member');
 }
 
-export async function runMembershipAction(deps: ExecutorDeps, observed: Observed, action: MembershipAction): Promise<void> {
+/** `cp`: the control plane's record as this pass read it. */
+export async function runMembershipAction(deps: ExecutorDeps, cp: ControlPlaneRecord, observed: Observed, action: MembershipAction): Promise<void> {
   switch (action.kind) {
     case 'InitCluster':
-      return initCluster(deps, observed, action.machine);
+      return startEntering(deps, cp, action.machine, await initCluster(deps, observed, action.machine));
     case 'AddLearner':
-      return addLearner(deps, observed, action);
+      return startEntering(deps, cp, action.machine, await addLearner(deps, observed, action));
     case 'StartMember':
-      return startMember(deps, observed, action);
+      return startEntering(deps, cp, action.machine, await startMember(deps, observed, action));
     case 'PromoteLearner':
       return promoteLearner(deps, observed, action);
     case 'MoveLeader':

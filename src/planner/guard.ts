@@ -1,4 +1,5 @@
-import { quorum } from '../domain/quorum.ts';
+import { keepsQuorum, quorum } from '../domain/quorum.ts';
+import { namesNoLeader } from './health.ts';
 import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import type { ObservedMember, Wait } from './types.ts';
 import { CATCH_UP_MARGIN, type ClusterView } from './view.ts';
@@ -41,7 +42,7 @@ function outOfStep(view: ClusterView): Wait[] {
   if (leader === undefined) return [];
   return view.voters.flatMap((voter) => {
     const status = statusOf(voter);
-    if (status === undefined || status.leaderId === '0' || status.raftTerm === leader.raftTerm) return [];
+    if (status === undefined || namesNoLeader(view.readingOf(voter)) || status.raftTerm === leader.raftTerm) return [];
     const machine = view.machineOf(voter);
     return [{ code: 'VoterOutOfStep', message: `voter ${nameOf(view, voter)} is in raft term ${String(status.raftTerm)}, the leader in ${String(leader.raftTerm)}`, ...(machine ? { machine: machine.record.name } : {}) }];
   });
@@ -65,9 +66,9 @@ export function guardPromotion(view: ClusterView, learner: ObservedMember): Wait
   if (!isGuarded(view)) return [];
   const waits = outOfStep(view);
   const inStepVoters = view.voters.filter((v) => inStep(view, v)).length;
-  const needed = quorum(view.voters.length + 1);
-  if (inStepVoters + 1 < needed) {
-    waits.push({ code: 'PromotionQuorumUnproven', message: `promoting ${nameOf(view, learner)} needs ${String(needed)} healthy voters of ${String(view.voters.length + 1)}; ${String(inStepVoters)} voters and the learner answer in the leader's term` });
+  // The promotion's projection: one voter more, the learner counted healthy once in step with the rest.
+  if (!keepsQuorum(view.voters.length, inStepVoters, 1, 1)) {
+    waits.push({ code: 'PromotionQuorumUnproven', message: `promoting ${nameOf(view, learner)} needs ${String(quorum(view.voters.length + 1))} healthy voters of ${String(view.voters.length + 1)}; ${String(inStepVoters)} voters and the learner answer in the leader's term` });
   }
   return waits;
 }
@@ -104,13 +105,13 @@ export function guardRemoval(view: ClusterView, victim: ObservedMember): Wait[] 
   const readings = [...earlier.filter((r) => r.at >= reference.at).map((r) => r.statuses), current];
   const rest = view.voters.filter((v) => v.id !== victim.id);
   const connected = rest.filter((v) => inStep(view, v) && readings.every((statuses) => keptUp(statuses, v.id, leaderId)));
-  const needed = quorum(rest.length);
-  if (connected.length < needed) {
+  // The removal's projection, counting as healthy only the voters shown connected.
+  if (!keepsQuorum(view.voters.length, connected.length, -1, 0)) {
     const unproven = rest.filter((v) => !connected.includes(v)).map((v) => nameOf(view, v));
     waits.push({
       code: 'VotersNotConnected',
       // No elapsed time in the message: a wait that lasts must read the same on every pass (nothing to rewrite).
-      message: `removing ${nameOf(view, victim)} needs ${String(needed)} of the ${String(rest.length)} voters left kept up with the leader for at least an election timeout (${String(ELECTION_TIMEOUT_MS)} ms); not shown by ${unproven.join(', ')}`,
+      message: `removing ${nameOf(view, victim)} needs ${String(quorum(rest.length))} of the ${String(rest.length)} voters left kept up with the leader for at least an election timeout (${String(ELECTION_TIMEOUT_MS)} ms); not shown by ${unproven.join(', ')}`,
     });
   }
   return waits;

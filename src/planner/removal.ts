@@ -2,22 +2,14 @@ import { keepsQuorum, quorum } from '../domain/quorum.ts';
 import { guardRemoval } from './guard.ts';
 import { byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, ObservedMember } from './types.ts';
-import { memberAnswers, type ClusterView } from './view.ts';
+import { leaderClaims } from './health.ts';
+import type { ClusterView } from './view.ts';
 
 /** A member by its machine's name, else by its ID (an orphan member). */
 function memberName(view: ClusterView, id: string): string {
   const member = view.members.find((m) => m.id === id);
   const machine = member ? view.machineOf(member) : undefined;
   return machine ? nameOf(machine) : `member ${id}`;
-}
-
-/** What each answering voter says about the leader, for the LeaderUnknown message. */
-function leaderClaims(view: ClusterView): string {
-  const claims = view.voters.filter(memberAnswers).map((m) => {
-    const named = m.status?.ok === true ? m.status.status.leaderId : '0';
-    return `${memberName(view, m.id)} names ${memberName(view, named)}`;
-  });
-  return claims.length === 0 ? 'no voter names a leader' : claims.join(', ');
 }
 
 /**
@@ -55,7 +47,7 @@ export function removal(step: Step, member: ObservedMember, reason: string, mach
     return undefined;
   }
   if (view.leaderId === undefined) {
-    step.waits.push({ code: 'LeaderUnknown', message: `not removing ${who} until the voters agree on a leader (${leaderClaims(view)})`, ...onMachine });
+    step.waits.push({ code: 'LeaderUnknown', message: `not removing ${who} until the voters agree on a leader (${leaderClaims(view.voters.map(view.readingOf), (id) => memberName(view, id))})`, ...onMachine });
     return undefined;
   }
   if (member.id === view.leaderId) {

@@ -1,6 +1,6 @@
 import type { MachinePhase } from '../domain/machine.ts';
 import type { EtcdMemberStatus } from '../ports/etcd-admin.ts';
-import { quorumHolds } from './health-gate.ts';
+import { agreedLeader, isHealthyVoter, namesLeader, namesNoLeader as readingNamesNoLeader, votersHoldQuorum, type VoterReading } from './health.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from './types.ts';
 import { learnerLimitInForce } from '../domain/learner-limit.ts';
 import { keptByDowngrade, minorOf, pendingDowngrade, versionStep, type PendingDowngrade, type VersionStep } from '../api/version-path.ts';
@@ -21,10 +21,7 @@ export interface ClusterView {
   voters: ObservedMember[];
   learners: ObservedMember[];
   healthyVoters: ObservedMember[];
-  /**
-   * The leader every voter that answers and names one agrees on, itself a listed voter; undefined
-   * when disputed (a stale follower still names the old leader) or named by none.
-   */
+  /** The leader the voters agree on (agreedLeader, planner/health.ts); undefined when disputed or named by none. */
   leaderId: string | undefined;
   leaderStatus: EtcdMemberStatus | undefined;
   memberOf: (machine: ObservedMachine) => ObservedMember | undefined;
@@ -32,7 +29,10 @@ export interface ClusterView {
   /** Not failed and not picked for deletion. */
   active: ObservedMachine[];
   isOutdated: (machine: ObservedMachine) => boolean;
+  /** A voter judged by isHealthyVoter (planner/health.ts) on its readingOf; a learner never is. */
   isHealthyVoter: (member: ObservedMember) => boolean;
+  /** A member as the health rules (planner/health.ts) read it: its answer, and whether its machine runs it. */
+  readingOf: (member: ObservedMember) => VoterReading;
   /**
    * Machines whose member runs without etcd's add and removal checks (recorded as started with
    * `--strict-reconfig-check=false`), whatever the spec says now: after a switch back to `etcd` they
@@ -66,19 +66,24 @@ function answeringStatus(member: ObservedMember): EtcdMemberStatus | undefined {
   return member.status?.ok === true ? member.status.status : undefined;
 }
 
+/** A member's status answer as the health rules read it, without its machine (see ClusterView.readingOf). */
+export function memberReading(member: ObservedMember): VoterReading {
+  const status = answeringStatus(member);
+  return { id: member.id, name: member.name, ...(status === undefined ? {} : { leaderId: status.leaderId }) };
+}
+
 /**
  * A member answers its own status and knows a leader. Status errors are not held against it: etcd
  * lists raised alarms there (NOSPACE), and a member with an alarm still votes; alarms gate joins
  * through the preflight instead of counting as lost quorum.
  */
 export function memberAnswers(member: ObservedMember): boolean {
-  const status = answeringStatus(member);
-  return status !== undefined && status.leaderId !== '0';
+  return namesLeader(memberReading(member));
 }
 
 /** Answers its own status but names no leader: mid-election, or cut off from its peers. */
 export function namesNoLeader(member: ObservedMember): boolean {
-  return answeringStatus(member)?.leaderId === '0';
+  return readingNamesNoLeader(memberReading(member));
 }
 
 export function buildView(desired: PlannerSpec, observed: Observed, now: number): ClusterView {
@@ -109,20 +114,13 @@ export function buildView(desired: PlannerSpec, observed: Observed, now: number)
     const machine = machineOf(member);
     if (machine) memberByMachine.set(machine.record.name, member);
   }
-  const isHealthyVoter = (member: ObservedMember): boolean => {
-    if (member.isLearner || !memberAnswers(member)) return false;
-    const machine = machineOf(member);
-    return machine?.infra?.memberRunning !== false;
+  const readingOf = (member: ObservedMember): VoterReading => {
+    const running = machineOf(member)?.infra?.memberRunning;
+    return { ...memberReading(member), ...(running === undefined ? {} : { running }) };
   };
   const voters = members.filter((m) => !m.isLearner);
-  const healthyVoters = voters.filter(isHealthyVoter);
-  // Every voter whose status answered counts, also one on a machine that reports its process stopped:
-  // a claim that contradicts the others is reason enough to doubt who leads. A voter naming no leader
-  // contradicts nobody (mid-election or cut off; without a quorum naming one, quorum is lost anyway).
-  const leaders = new Set(voters.filter(memberAnswers).map((m) => answeringStatus(m)?.leaderId));
-  const named = leaders.size === 1 ? [...leaders][0] : undefined;
-  const leader = voters.find((m) => m.id === named);
-  const leaderId = leader?.id;
+  const isVoterHealthy = (member: ObservedMember): boolean => !member.isLearner && isHealthyVoter(readingOf(member));
+  const leader = voters.find((m) => m.id === agreedLeader(voters.map(readingOf)));
   return {
     spec,
     observed,
@@ -131,14 +129,15 @@ export function buildView(desired: PlannerSpec, observed: Observed, now: number)
     members,
     voters,
     learners: members.filter((m) => m.isLearner),
-    healthyVoters,
-    leaderId,
+    healthyVoters: voters.filter(isVoterHealthy),
+    leaderId: leader?.id,
     leaderStatus: leader ? answeringStatus(leader) : undefined,
     memberOf: (machine) => memberByMachine.get(machine.record.name),
     machineOf,
     active: observed.machines.filter((m) => !m.record.failed && !m.record.deleteRequested),
     isOutdated: (machine) => (downgrade ? !keptByDowngrade(downgrade, machine.record.version) : machine.record.version !== spec.version) || (machine.record.templateHash !== spec.templateHash && !restartsInPlace(machine)),
-    isHealthyVoter,
+    isHealthyVoter: isVoterHealthy,
+    readingOf,
     uncheckedMembers: observed.machines
       .filter((m) => m.record.strictReconfigCheck === false && (memberByMachine.has(m.record.name) || m.infra?.memberRunning === true))
       .map((m) => m.record.name),
@@ -157,7 +156,7 @@ export function statusErrors(member: ObservedMember): string[] {
 }
 
 export function hasQuorum(view: ClusterView): boolean {
-  return quorumHolds(view.voters.length, view.healthyVoters.length);
+  return votersHoldQuorum(view.voters.map(view.readingOf));
 }
 
 /** How far a learner has applied against the leader's raft index; undefined while it does not answer. */

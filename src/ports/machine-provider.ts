@@ -51,6 +51,41 @@ export interface MemberLaunch {
   forceNewCluster?: boolean;
 }
 
+/**
+ * The parts a machine is made of, each with what starts it. Today a machine runs its etcd member;
+ * kube-apiserver, kube-controller-manager, kube-scheduler and the endpoint's HAProxy join this map,
+ * each with its own launch.
+ */
+export interface ComponentLaunches {
+  etcd: MemberLaunch;
+}
+
+export type ComponentKind = keyof ComponentLaunches;
+
+/** What a component's own health check answered, beside whether its process runs. */
+export interface ComponentHealth {
+  running: boolean;
+  /** Running and its health endpoint said healthy. */
+  healthy: boolean;
+  /** Why it is not healthy, when it is not. */
+  reason?: string;
+}
+
+/** One component of a machine, reached through the machine's provider wherever the machine is. */
+export interface MachineComponent<K extends ComponentKind> {
+  readonly kind: K;
+  /** Idempotent: a component that already runs is left running. */
+  start(launch: ComponentLaunches[K]): Promise<void>;
+  /** Idempotent; resolves once the process is gone and its ports are free. */
+  stop(): Promise<void>;
+  health(): Promise<ComponentHealth>;
+  /** The version the running process reports; undefined when it does not answer. */
+  version(): Promise<string | undefined>;
+}
+
+/** A machine's components by kind. */
+export type MachineComponents = { readonly [K in ComponentKind]: MachineComponent<K> };
+
 export interface CreateMachineRequest {
   cluster: string;
   name: string;
@@ -69,7 +104,9 @@ export interface InfraProvider {
    * other state. A failure leaves the machine Failed with the reason. Undefined once it is gone.
    */
   provision(cluster: string, name: string): Promise<MachineInfra | undefined>;
+  /** The machine's etcd component started (providers: `components(...).etcd.start`). */
   startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void>;
+  /** The machine's etcd component stopped. */
   stopMember(cluster: string, name: string): Promise<void>;
   /** Stops the member process and starts tearing the machine down; idempotent. */
   delete(cluster: string, name: string): Promise<void>;
@@ -94,6 +131,8 @@ export interface MachineFacts {
  * it; a registry keyed by `spec.provider.name` builds one (src/adapters/providers/registry.ts).
  */
 export interface MachineProvider extends InfraProvider {
+  /** The components of a machine; each call of theirs acts on the machine as it is then. */
+  components(cluster: string, name: string): MachineComponents;
   /** The client certificate fastplane presents to the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined;
   /** The same files, brought to this host from the record store first: what a client is built from. */

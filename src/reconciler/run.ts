@@ -6,7 +6,7 @@ import { buildView } from '../planner/view.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import type { Decision, LastMembershipAttempt, Observed, VoterReading, Wait } from '../planner/types.ts';
 import type { Logger } from '../ports/logger.ts';
-import { observe } from './observe.ts';
+import { observe } from '../cluster/observe.ts';
 import { keepReadings, readingOf } from './readings.ts';
 import { observationWrites } from './record.ts';
 import { nextConditions } from './status.ts';

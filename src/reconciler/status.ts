@@ -1,6 +1,8 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, MachineRecord, StoredCondition } from '../domain/machine.ts';
+import { agreedLeader, isHealthyVoter } from '../planner/health.ts';
 import type { Condition, Decision, Observed } from '../planner/types.ts';
+import { memberReading } from '../planner/view.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
 
 /** The `status -o json` contract (docs/architecture.md, "Status contract"). Times are ISO-8601, member IDs decimal strings. */
@@ -92,8 +94,9 @@ export function buildStatus(
 ): ControlPlaneStatusDocument {
   const members = observed.members.ok ? observed.members.list : [];
   const voters = members.filter((m) => !m.isLearner);
-  const healthy = voters.filter((m) => m.status?.ok === true && m.status.status.errors.length === 0 && m.status.status.leaderId !== '0');
-  const leaderId = healthy[0]?.status?.ok === true ? healthy[0].status.status.leaderId : undefined;
+  // Ready: healthy, and reporting no errors (an alarm) either.
+  const healthy = voters.filter((m) => isHealthyVoter(memberReading(m)) && m.status?.ok === true && m.status.status.errors.length === 0);
+  const leaderId = agreedLeader(voters.map(memberReading));
   const leaderMember = members.find((m) => m.id === leaderId);
   const leaderMachine = machines.find((m) => leaderMember !== undefined && m.peerURL !== undefined && leaderMember.peerURLs.includes(m.peerURL));
   return {

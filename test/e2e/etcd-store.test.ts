@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
-import type { ClientAccess } from '../../src/cli/commands/endpoints.ts';
+import type { ClientAccess } from '../../src/app/client-access.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../src/domain/machine.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
 

@@ -7,13 +7,13 @@ import { after, describe, test } from 'node:test';
 import { Etcd3Admin, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
 import { findEtcdBinary, listEtcdVersions } from '../../src/adapters/etcd/etcd-binaries.ts';
 import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
-import { memberFlags } from '../../src/adapters/providers/member-flags.ts';
-import { initialMemberId, LOW_MEMBER_ID, tokenForLowMemberId } from '../../src/executor/member-id.ts';
+import { memberFlags } from '../../src/adapters/host/member-flags.ts';
+import { initialMemberId, LOW_MEMBER_ID, tokenForLowMemberId } from '../../src/cluster/member-id.ts';
 import { initSample, initToken, joinSample, type CalibrationWorld } from '../../src/bench/calibration.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 
 // Every installed etcd, 3.4 to 3.7, runs with the command line fastplane builds for its minor
-// (src/adapters/providers/member-flags.ts): a member starts, a learner joins and is promoted. Needs
+// (src/adapters/host/member-flags.ts): a member starts, a learner joins and is promoted. Needs
 // `bash scripts/install-etcd.sh` (3.4.23 from Debian, 3.5.x from Debian and Go, 3.6.x and 3.7.x from Go).
 
 const PREFIX = process.env.FASTPLANE_ADDRESS_PREFIX ?? '127.241';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { findEtcdBinary } from '../../src/adapters/etcd/etcd-binaries.ts';
 import { openKvClient } from '../../src/adapters/etcd/etcd3-admin.ts';
-import { stopProcess, withoutEtcdVariables } from '../../src/adapters/providers/local/local-processes.ts';
+import { stopProcess, withoutEtcdVariables } from '../../src/adapters/host/processes.ts';
 
 export interface SingleEtcd {
   /** The client URL, plain http. */

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { memberFlags, minorFlags, WATCH_PROGRESS_NOTIFY_INTERVAL } from '../../src/adapters/providers/member-flags.ts';
+import { memberFlags, minorFlags, WATCH_PROGRESS_NOTIFY_INTERVAL } from '../../src/adapters/host/member-flags.ts';
 import type { MemberLaunch } from '../../src/ports/machine-provider.ts';
 
 // The etcd command line per minor. Each minor refuses to start on a flag it does not define, so the

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { initialMemberId, LOW_MEMBER_ID, peerURLsIn, tokenForLowMemberId } from '../../src/executor/member-id.ts';
-import { launchFor } from '../../src/executor/executor-deps.ts';
+import { initialMemberId, LOW_MEMBER_ID, peerURLsIn, tokenForLowMemberId } from '../../src/cluster/member-id.ts';
+import { launchFor } from '../../src/cluster/member-launch.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../../src/domain/machine.ts';
 import { defaultControlPlane } from '../../src/api/control-plane.ts';
 

@@ -4,7 +4,7 @@ import type { ControlPlaneRecord, MachineRecord } from '../../src/domain/machine
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
 import type { InfraProvider } from '../../src/ports/machine-provider.ts';
 import type { StateStore } from '../../src/ports/state-store.ts';
-import { LEARNER_STATUS_TIMEOUT_MS, observe } from '../../src/reconciler/observe.ts';
+import { LEARNER_STATUS_TIMEOUT_MS, observe } from '../../src/cluster/observe.ts';
 
 // A learner receiving its snapshot answers nothing until it has applied it: a pass asks it with a
 // short deadline, so the next add and every promotion are not held for the adapter's full one.

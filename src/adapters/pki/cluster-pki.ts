@@ -1,8 +1,9 @@
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { TlsFiles } from '../../ports/etcd-admin.ts';
 import type { CaRotationPhase } from '../../ports/machine-provider.ts';
 import type { StoredClusterState } from '../stored-cluster-state.ts';
-import { clientTlsFiles, type MemberTlsFiles } from './pki-files.ts';
+import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
 
 const loadPki = (): Promise<typeof import('./local-pki.ts')> => import('./local-pki.ts');
 
@@ -64,6 +65,16 @@ export class ClusterPki {
   async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
     const pki = await loadPki();
     await this.withCa(cluster, () => pki.advanceCaRotation(this.pkiDir(cluster), phase));
+  }
+
+  /** Every certificate file of the cluster as stored: its CA, fastplane's client, each named machine's server and peer. */
+  certificateFiles(cluster: string, names: readonly string[]): Promise<string[]> {
+    const client = this.clientTls(cluster);
+    const members = names.flatMap((name) => {
+      const files = memberTlsFiles(this.pkiDir(cluster), this.memberDir(cluster, name));
+      return [files.certFile, files.peerCertFile];
+    });
+    return this.state(cluster).withFiles(['pki', ...names.map(memberPki)], () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
   }
 
   /** Runs `use` on this host's copy of the CA files, as stored (and stores what a change leaves). */

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { SnapshotStatus, SnapshotTools } from '../../ports/care.ts';
 import type { EtcdAdmin, EtcdMember } from '../../ports/etcd-admin.ts';
 import type { EtcdMaintenance, MemberUsage } from '../../ports/etcd-maintenance.ts';
+import { isHealthyVoter } from '../../planner/health.ts';
 import { backupFileName, sidecarPath, type Backup, type BackupSidecar } from './backup-files.ts';
 
 /** Why a backup was not taken: no member to take it from (a safety matter), or the snapshot itself failed. */
@@ -64,7 +65,7 @@ async function pickSource(deps: BackupDeps): Promise<Source> {
       }
     }),
   );
-  const healthy = answers.filter((s): s is Source => s !== undefined && s.usage.leaderId !== '0' && !s.usage.isLearner);
+  const healthy = answers.filter((s): s is Source => s !== undefined && !s.usage.isLearner && isHealthyVoter({ id: s.member.id, name: s.member.name, leaderId: s.usage.leaderId }));
   const source = healthy.find((s) => s.usage.leaderId !== s.member.id) ?? healthy[0];
   if (!source) throw new BackupError('NoHealthyMember', `no healthy voter of ${deps.cluster} answers (asked ${String(voters.length)}); no backup taken`);
   return source;

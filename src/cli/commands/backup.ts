@@ -1,10 +1,9 @@
 import { BackupError } from '../../care/backup/take-backup.ts';
 import type { Backup } from '../../care/backup/backup-files.ts';
-import { careFor } from '../care.ts';
+import { backup as takeBackup } from '../../app/maintenance.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT } from '../exit-codes.ts';
 import { tableOrJson } from '../render.ts';
-import { storedManifest } from '../spec-flags.ts';
 
 /** A backup that could not be taken is an error line, not a stack: exit 3 when no member could serve it. */
 export function backupFailed(name: string, error: BackupError): number {
@@ -19,15 +18,13 @@ function describeBackup(backup: Backup): string {
 /** `backup NAME`: one verified snapshot from a healthy member into the state dir's backups folder. */
 export async function backupCommand(ctx: CliContext, name: string, flags: { output: string }): Promise<number> {
   const format = tableOrJson(flags.output);
-  const manifest = await storedManifest(ctx, name);
   let backup: Backup;
   try {
-    backup = await careFor(ctx, manifest).backup();
+    backup = await takeBackup(ctx, name);
   } catch (error) {
     if (error instanceof BackupError) return backupFailed(name, error);
     throw error;
   }
-  ctx.log.info({ cluster: name, backup }, 'backup taken');
   process.stdout.write(`${format === 'json' ? JSON.stringify(backup, null, 2) : describeBackup(backup)}\n`);
   return EXIT.converged;
 }

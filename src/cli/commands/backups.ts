@@ -1,4 +1,5 @@
-import { backupsDir, listBackups } from '../../care/backup/backup-files.ts';
+import { backupsOf } from '../../app/maintenance.ts';
+import { backupsDir } from '../../care/backup/backup-files.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT } from '../exit-codes.ts';
 import { tableOrJson } from '../render.ts';
@@ -7,7 +8,7 @@ import { renderTable } from '../table.ts';
 /** `backups NAME`: the complete backups of a control plane, oldest first (also of one no longer on record). */
 export async function backupsCommand(ctx: CliContext, name: string, flags: { output: string }): Promise<number> {
   const format = tableOrJson(flags.output);
-  const backups = await listBackups(ctx.stateDir, name);
+  const backups = await backupsOf(ctx, name);
   if (format === 'json') {
     process.stdout.write(`${JSON.stringify(backups, null, 2)}\n`);
   } else if (backups.length === 0) {

@@ -9,10 +9,9 @@ import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
 import { BenchLab, benchLabNumber, isTcRate } from '../../bench/bench-lab.ts';
 import { memberLog } from '../../bench/etcd-log.ts';
 import { NetLabError } from '../../bench/network-lab.ts';
-import { recordRestore } from '../../care/restore.ts';
-import { systemClock } from '../../ports/clock.ts';
-import { destroyUnderLease } from '../lease.ts';
-import { OUTCOME_EXIT, reconcileManifest } from '../reconcile.ts';
+import { startRestore } from '../../app/restore.ts';
+import { destroyUnderLease } from '../../app/teardown.ts';
+import { OUTCOME_EXIT, reconcileWithProgress } from '../reconcile.ts';
 import { parseTimeout, resolveManifest } from '../spec-flags.ts';
 import { EXIT } from '../exit-codes.ts';
 import { CliContext } from '../context.ts';
@@ -122,7 +121,7 @@ function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
       const manifest = await resolveManifest(ctx, { ...fields, replicas: String(fields.replicas), ...(maxLearners === undefined ? {} : { maxLearners: String(maxLearners) }) });
       return lab === undefined ? manifest : validateControlPlane({ ...manifest, spec: { ...manifest.spec, provider: { ...manifest.spec.provider, ...lab.providerFields() } } });
     },
-    reconcile: (manifest, timeoutMs) => reconcileManifest(ctx, manifest, timeoutMs),
+    reconcile: (manifest, timeoutMs) => reconcileWithProgress(ctx, manifest, timeoutMs),
     // Its own cluster: the lease is taken at once, even from a run interrupted by a signal.
     destroy: async (manifest) => {
       await destroyUnderLease(ctx, manifest, { waitMs: 0, force: true });
@@ -130,21 +129,11 @@ function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
     records: async (cluster) => ({ machines: await ctx.store.listMachines(cluster), events: await ctx.store.listEvents(cluster) }),
     provider: (manifest) => ctx.provider(manifest),
     memberLog: (cluster, machine) => (lab === undefined ? memberLog(ctx.stateDir, cluster, machine) : lab.memberLog(cluster, machine)),
-    restore: (manifest, snapshot) =>
-      recordRestore(
-        {
-          store: ctx.store,
-          clock: systemClock,
-          identity: ctx.identity,
-          // Every run is a new control plane: nothing is ever replaced, so nothing is backed up or deleted.
-          backupExisting: () => Promise.reject(new Error(`bench: ${manifest.metadata.name} exists`)),
-          destroyExisting: () => Promise.resolve(false),
-          onNote: () => undefined,
-        },
-        manifest,
-        { source: snapshot },
-        false,
-      ),
+    // Every run is a new control plane: nothing is ever replaced, so nothing is backed up or deleted.
+    restore: async (manifest, snapshot) => {
+      const started = await startRestore(ctx, manifest, { source: snapshot }, false, () => undefined);
+      if (!started.ok) throw new Error(`bench: restore of ${manifest.metadata.name} not recorded: ${'blocked' in started ? started.blocked : started.backupFailed.message}`);
+    },
     // The local provider restores the file where it is.
     stageSnapshot: (snapshot) => lab?.stageSnapshot(snapshot),
   };

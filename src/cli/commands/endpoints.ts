@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../../api/errors.ts';
+import { clientAccess, type ClientAccess } from '../../app/client-access.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT } from '../exit-codes.ts';
 
@@ -8,13 +9,6 @@ import { EXIT } from '../exit-codes.ts';
  * store (`--store etcd ...`, the default), as environment variables (`-o env`), or as JSON. This is how
  * a management control plane brought up with fastplane becomes the store of every later command.
  */
-
-export interface ClientAccess {
-  endpoints: string[];
-  cacert?: string;
-  cert?: string;
-  key?: string;
-}
 
 /** Single-quoted for a POSIX shell when it holds anything but safe characters. */
 function quoted(text: string): string {
@@ -44,18 +38,11 @@ export function renderAccess(access: ClientAccess, format: string): string {
 export async function endpointsCommand(ctx: CliContext, name: string, flags: { output: string }): Promise<number> {
   // Checked before anything is read: a bad -o is an input error whatever the store holds.
   renderAccess({ endpoints: [] }, flags.output);
-  const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
-  const voters = (await ctx.store.listMachines(name)).filter((m) => m.phase === 'Voter' && m.clientURL !== undefined);
-  if (voters.length === 0) {
+  const access = await clientAccess(ctx, name);
+  if (access === undefined) {
     process.stderr.write(`error: control plane ${name} has no voting member yet; run fastplane up --name ${name} first\n`);
     return EXIT.blocked;
   }
-  const tls = ctx.provider(cp.manifest).clientTls(name);
-  const access: ClientAccess = {
-    endpoints: voters.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL])),
-    ...(tls === undefined ? {} : { cacert: tls.caFile, cert: tls.certFile, key: tls.keyFile }),
-  };
   process.stdout.write(`${renderAccess(access, flags.output)}\n`);
   return EXIT.converged;
 }

@@ -1,4 +1,5 @@
 import { InvalidInputError } from '../../api/errors.ts';
+import { controlPlaneRecord } from '../../app/records.ts';
 import type { EventRecord } from '../../domain/machine.ts';
 import { systemClock } from '../../ports/clock.ts';
 import type { CliContext } from '../context.ts';
@@ -43,7 +44,7 @@ const WATCH_POLL_MS = 300;
 /** `fastplane events NAME`: what was done, when, and how it ended; --watch follows new ones. */
 export async function eventsCommand(ctx: CliContext, name: string, flags: { watch?: boolean; output: string }): Promise<number> {
   if (flags.output !== 'table' && flags.output !== 'json') throw new InvalidInputError([`-o: must be table or json, got ${flags.output}`]);
-  if (!(await ctx.store.getControlPlane(name))) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
+  await controlPlaneRecord(ctx, name);
   const json = flags.output === 'json';
   const events = await ctx.store.listEvents(name);
   if (flags.watch !== true) {

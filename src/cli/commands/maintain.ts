@@ -1,11 +1,9 @@
 import { InvalidInputError } from '../../api/errors.ts';
 import type { MaintainOptions } from '../../ports/care.ts';
-import { careFor } from '../care.ts';
+import { maintain } from '../../app/maintenance.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT } from '../exit-codes.ts';
-import { underLeaseOrBlocked } from '../lease.ts';
 import { tableOrJson } from '../render.ts';
-import { storedManifest } from '../spec-flags.ts';
 
 export interface MaintainFlags {
   retain: string;
@@ -25,13 +23,13 @@ function parseFlags(flags: MaintainFlags): MaintainOptions {
 /** `maintain NAME`: compaction, defragmentation and NOSPACE recovery, under the cluster's lease. */
 export async function maintainCommand(ctx: CliContext, name: string, flags: MaintainFlags): Promise<number> {
   const options = parseFlags(flags);
-  const care = careFor(ctx, await storedManifest(ctx, name));
-  const report = await underLeaseOrBlocked(ctx, name, 'maintenance', (writer) =>
-    care.maintainReport(writer, options, (text) => {
-      if (flags.output === 'table') process.stdout.write(`${text}\n`);
-    }),
-  );
-  if (report === undefined) return EXIT.blocked;
-  if (flags.output === 'json') process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  const report = await maintain(ctx, name, options, (text) => {
+    if (flags.output === 'table') process.stdout.write(`${text}\n`);
+  });
+  if (!report.done) {
+    process.stderr.write(`error: ${report.message}\n`);
+    return EXIT.blocked;
+  }
+  if (flags.output === 'json') process.stdout.write(`${JSON.stringify(report.value, null, 2)}\n`);
   return EXIT.converged;
 }

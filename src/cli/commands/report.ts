@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../../api/errors.ts';
+import { controlPlaneRecord } from '../../app/records.ts';
 import { loadBenchResult } from '../../bench/result.ts';
 import { renderReport } from '../../report/html.ts';
 import { EXIT } from '../exit-codes.ts';
@@ -8,8 +9,7 @@ import type { CliContext } from '../context.ts';
 
 /** `fastplane report NAME`: writes src/report's HTML for a control plane (and the last bench comparison). */
 export async function reportCommand(ctx: CliContext, name: string, flags: { out?: string }): Promise<number> {
-  const cp = await ctx.store.getControlPlane(name);
-  if (!cp) throw new InvalidInputError([`no control plane named ${name} in ${ctx.storeLocation}`]);
+  const cp = await controlPlaneRecord(ctx, name);
   let out: string;
   if (flags.out === undefined) {
     out = join(ctx.stateDir, 'reports', `${name}.html`);

@@ -1,15 +1,11 @@
 import { InvalidInputError } from '../../api/errors.ts';
-import { sha256OfFile } from '../../adapters/state-files.ts';
-import { BackupError } from '../../care/backup/take-backup.ts';
-import { BlockedError } from '../../care/blocked-error.ts';
-import { checkSnapshot, recordRestore, RestoreMismatchError } from '../../care/restore.ts';
-import { systemClock } from '../../ports/clock.ts';
-import { careFor } from '../care.ts';
+import { checkedSnapshot, startRestore, verifyRestored } from '../../app/restore.ts';
+import { RestoreMismatchError } from '../../care/restore.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT } from '../exit-codes.ts';
-import { destroyUnderLease } from '../lease.ts';
 import { reconcileAndReport } from '../reconcile.ts';
-import { parseTimeout, resolveManifest, storedManifest, type RunFlags } from '../spec-flags.ts';
+import { noteOnStderr } from '../render.ts';
+import { parseTimeout, resolveManifest, type RunFlags } from '../spec-flags.ts';
 import { backupFailed } from './backup.ts';
 
 export interface RestoreFlags extends RunFlags {
@@ -23,7 +19,7 @@ export interface RestoreFlags extends RunFlags {
 export async function restoreCommand(ctx: CliContext, name: string, flags: RestoreFlags): Promise<number> {
   if (flags.from === undefined) throw new InvalidInputError(['--from: give the snapshot file to restore']);
   parseTimeout(flags.timeout);
-  const snapshot = await checkSnapshot(flags.from, { sha256: sha256OfFile });
+  const snapshot = await checkedSnapshot(ctx, flags.from);
   // The snapshot's own version unless told otherwise: restored by the code that wrote it.
   const version = flags.version ?? snapshot.sidecar?.etcdVersion;
   const manifest = await resolveManifest(ctx, {
@@ -31,24 +27,10 @@ export async function restoreCommand(ctx: CliContext, name: string, flags: Resto
     ...(flags.replicas === undefined ? {} : { replicas: flags.replicas }),
     ...(version === undefined ? {} : { version }),
   });
-  try {
-    await recordRestore(
-      {
-        store: ctx.store,
-        clock: systemClock,
-        identity: ctx.identity,
-        backupExisting: async () => careFor(ctx, await storedManifest(ctx, name)).backup(),
-        destroyExisting: async () => destroyUnderLease(ctx, await storedManifest(ctx, name), { waitMs: 30_000, force: false }),
-        onNote: (text) => process.stderr.write(`${text}\n`),
-      },
-      manifest,
-      snapshot,
-      flags.replace === true,
-    );
-  } catch (error) {
-    if (error instanceof BackupError) return backupFailed(name, error);
-    if (!(error instanceof BlockedError)) throw error;
-    process.stderr.write(`error: ${error.message}\n`);
+  const started = await startRestore(ctx, manifest, snapshot, flags.replace === true, noteOnStderr);
+  if (!started.ok) {
+    if ('backupFailed' in started) return backupFailed(name, started.backupFailed);
+    process.stderr.write(`error: ${started.blocked}\n`);
     return EXIT.blocked;
   }
   process.stderr.write(`restoring ${name} from ${snapshot.source.file} (sha256 ${snapshot.source.sha256})\n`);
@@ -56,7 +38,7 @@ export async function restoreCommand(ctx: CliContext, name: string, flags: Resto
   if (code !== EXIT.converged) return code;
   // Ends with the proof: the keys read back from the restored cluster against the backup's count.
   try {
-    process.stderr.write(`${await careFor(ctx, manifest).verifyRestore(snapshot)}\n`);
+    process.stderr.write(`${await verifyRestored(ctx, manifest, snapshot)}\n`);
     return EXIT.converged;
   } catch (error) {
     if (!(error instanceof RestoreMismatchError)) throw error;

@@ -1,6 +1,7 @@
 import type { CliContext } from '../context.ts';
 import { reconcileAndReport } from '../reconcile.ts';
-import { resolveManifest, storedManifest, type RunFlags } from '../spec-flags.ts';
+import { storedManifest } from '../../app/records.ts';
+import { resolveManifest, type RunFlags } from '../spec-flags.ts';
 
 /** `rollout NAME --version V`: a new generation of a stored control plane on another etcd version. */
 export async function rolloutCommand(ctx: CliContext, name: string, flags: RunFlags & { version: string; etcdBinaries?: string }): Promise<number> {

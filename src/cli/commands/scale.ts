@@ -1,6 +1,7 @@
 import type { CliContext } from '../context.ts';
 import { reconcileAndReport } from '../reconcile.ts';
-import { resolveManifest, storedManifest, type RunFlags } from '../spec-flags.ts';
+import { storedManifest } from '../../app/records.ts';
+import { resolveManifest, type RunFlags } from '../spec-flags.ts';
 
 /** `scale NAME --replicas R`: a new generation of a stored control plane with R members. */
 export async function scaleCommand(ctx: CliContext, name: string, flags: RunFlags & { replicas: string }): Promise<number> {

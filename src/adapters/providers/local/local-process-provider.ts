@@ -1,26 +1,21 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { closeSync, existsSync, fchmodSync, openSync, readFileSync } from 'node:fs';
-import { mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdir, readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CaRotationPhase, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
-import type { TlsFiles } from '../../../ports/etcd-admin.ts';
-import { findEtcdBinary } from '../../etcd/etcd-binaries.ts';
+import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
-import { isOurProcess, pidsUsing, stopProcess, withoutEtcdVariables } from './local-processes.ts';
-import { memberTlsFiles } from '../../pki/pki-files.ts';
-import { restoreSnapshot } from '../../etcd/etcd-tools.ts';
-import { readJsonIfPresent, sha256OfFile } from '../../state-files.ts';
+import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
+import type { EtcdProcess } from '../../host/etcd-component.ts';
+import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
 import { LocalMachineHomes } from './local-machine-homes.ts';
 import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from './local-machine.ts';
-import { ClusterPki } from '../../pki/cluster-pki.ts';
 import { initStartSuppressed } from './test-markers.ts';
-import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
+import { LocalEtcd, type LocalEtcdOptions } from './local-etcd.ts';
+import { ComponentProvider, type ComponentProviderOptions } from '../component-provider.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -39,7 +34,8 @@ import { DEFAULT_SNAPSHOT_COUNT, memberFlags } from '../member-flags.ts';
 const CLIENT_PORT = 2379;
 const PEER_PORT = 2380;
 
-export interface LocalProcessProviderOptions {
+/** Besides these: the member settings (LocalEtcdOptions), insecure and the certificates' lifetime (ComponentProviderOptions). */
+export interface LocalProcessProviderOptions extends LocalEtcdOptions, ComponentProviderOptions {
   stateDir: string;
   /** First two octets of every machine address (default '127.77'). */
   addressPrefix?: string;
@@ -48,12 +44,6 @@ export interface LocalProcessProviderOptions {
   /** Time for the machine timeline (readyAt, deleteAt); waits for real processes use real time. */
   clock?: Clock;
   random?: () => number;
-  findBinary?: (version: string) => string;
-  /** How long a member gets to exit after SIGTERM before SIGKILL (default 10 s). */
-  stopGraceMs?: number;
-  snapshotCount?: number;
-  /** Plain http and no certificates for the machines it creates (debugging only); default false. */
-  insecure?: boolean;
   /** Honour the test marker files: a machine's `provisioning-failed`, a cluster's `init-never-starts` (default false). */
   honourFailureMarker?: boolean;
   /**
@@ -62,43 +52,34 @@ export interface LocalProcessProviderOptions {
    * uses it. Default: this process's own memory, for tests and tools.
    */
   store?: AddressClaims & DocumentStore;
-  /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
-  certValidityMs?: number | undefined;
 }
 
-export class LocalProcessProvider implements MachineProvider {
+export class LocalProcessProvider extends ComponentProvider implements MachineProvider {
   private readonly stateDir: string;
   private readonly store: AddressClaims & DocumentStore;
   private readonly homes: LocalMachineHomes;
-  private readonly pki: ClusterPki;
   private readonly addressPrefix: string;
   private readonly provisioningDelay: DurationRange;
   private readonly deletionDelay: DurationRange;
   private readonly clock: Clock;
   private readonly random: () => number;
-  private readonly findBinary: (version: string) => string;
-  private readonly stopGraceMs: number;
-  private readonly snapshotCount: number;
-  private readonly insecure: boolean;
+  private readonly etcd: LocalEtcd;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
 
   constructor(options: LocalProcessProviderOptions) {
+    super(options);
     this.stateDir = options.stateDir;
     this.addressPrefix = options.addressPrefix ?? '127.77';
     this.provisioningDelay = options.provisioningDelay ?? { minMs: 0, maxMs: 0 };
     this.deletionDelay = options.deletionDelay ?? { minMs: 0, maxMs: 0 };
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
-    this.findBinary = options.findBinary ?? findEtcdBinary;
-    this.stopGraceMs = options.stopGraceMs ?? 10_000;
-    this.snapshotCount = options.snapshotCount ?? DEFAULT_SNAPSHOT_COUNT;
-    this.insecure = options.insecure ?? false;
+    this.etcd = new LocalEtcd(this.pki, options);
     this.honourFailureMarker = options.honourFailureMarker ?? false;
     this.store = options.store ?? new MemoryStateStore();
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, this.store);
     this.homes = new LocalMachineHomes(this.stateDir);
-    this.pki = new ClusterPki((cluster) => this.state(cluster), options.certValidityMs);
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -149,7 +130,20 @@ export class LocalProcessProvider implements MachineProvider {
     return this.describe(cluster, name);
   }
 
-  async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+  /** A local process, tracked by PID and recognised by its data dir in its command line. */
+  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+    return {
+      start: (launch) => this.startEtcd(cluster, name, launch),
+      stop: () => this.stopEtcd(cluster, name),
+      running: async () => {
+        const machine = await this.read(cluster, name);
+        return machine !== undefined && this.isRunning(machine);
+      },
+      clientURL: async () => (await this.describe(cluster, name))?.clientURL,
+    };
+  }
+
+  private async startEtcd(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
     if (machine.deleting === true) throw new Error(`machine ${cluster}/${name} is being deleted`);
@@ -167,56 +161,14 @@ export class LocalProcessProvider implements MachineProvider {
       await this.write({ ...machine, version: launch.version, memberStartedAt: this.clock.now() });
       return;
     }
-    await this.restoreDataDir(machine, dataDir, launch);
-    const binary = this.findBinary(launch.version);
-    const logFile = join(this.machineDir(cluster, name), 'etcd.log');
-    // etcd logs keys it refuses and peers' addresses: readable by the owner only.
-    const log = openSync(logFile, 'a', 0o600);
-    fchmodSync(log, 0o600);
-    try {
-      // Detached, with its own log file and no pipe to us, so it outlives the CLI.
-      const child = spawn(binary, this.args(machine, dataDir, launch), {
-        detached: true,
-        stdio: ['ignore', log, log],
-        env: withoutEtcdVariables(),
-      });
-      await once(child, 'spawn');
-      child.unref();
-      if (child.pid === undefined) throw new Error(`etcd for ${cluster}/${name} did not start`);
-      await this.write({ ...machine, pid: child.pid, version: launch.version, memberStartedAt: this.clock.now() });
-    } finally {
-      closeSync(log);
-    }
+    const pid = await this.etcd.spawn(machine, dataDir, join(this.machineDir(cluster, name), 'etcd.log'), launch);
+    await this.write({ ...machine, pid, version: launch.version, memberStartedAt: this.clock.now() });
   }
 
-  /**
-   * Prepares the data dir of a cluster's first member from a snapshot (`fastplane restore`): the
-   * snapshot's hash is checked again, then `snapshot restore` of the member's version writes a
-   * staging dir that is renamed into place, so a data dir exists only complete. A data dir that exists
-   * already was restored (or has run) before: it is used as it is.
-   */
-  private async restoreDataDir(machine: MachineFile, dataDir: string, launch: MemberLaunch): Promise<void> {
-    if (launch.restoreFrom === undefined || existsSync(dataDir)) return;
-    const { file, sha256 } = launch.restoreFrom;
-    const actual = existsSync(file) ? await sha256OfFile(file) : 'missing';
-    if (actual !== sha256) throw new InvalidInputError([`${file}: snapshot changed since restore checked it (sha256 ${actual}, expected ${sha256})`]);
-    const staging = `${dataDir}.restoring`;
-    await rm(staging, { recursive: true, force: true });
-    await restoreSnapshot(launch.version, {
-      file,
-      dataDir: staging,
-      memberName: launch.memberName,
-      peerURL: machine.peerURL,
-      initialCluster: launch.initialCluster,
-      clusterToken: launch.clusterToken,
-    }, this.findBinary);
-    await rename(staging, dataDir);
-  }
-
-  async stopMember(cluster: string, name: string): Promise<void> {
+  private async stopEtcd(cluster: string, name: string): Promise<void> {
     const machine = await this.here(cluster, name);
     if (machine?.pid === undefined) return;
-    await stopProcess(machine.pid, this.dataDir(cluster, name), this.stopGraceMs);
+    await this.etcd.stop(machine.pid, this.dataDir(cluster, name));
   }
 
   /**
@@ -230,7 +182,7 @@ export class LocalProcessProvider implements MachineProvider {
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
       await this.write(machine);
-      await this.stopMember(cluster, name);
+      await this.stopEtcd(cluster, name);
     }
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
@@ -261,43 +213,11 @@ export class LocalProcessProvider implements MachineProvider {
     await this.state(cluster).drop();
   }
 
-  /** fastplane's client credentials for the cluster's members; undefined when insecure. */
-  clientTls(cluster: string): TlsFiles | undefined {
-    return this.insecure ? undefined : this.pki.clientTls(cluster);
-  }
-
-  loadClientTls(cluster: string): Promise<TlsFiles | undefined> {
-    return this.insecure ? Promise.resolve(undefined) : this.pki.loadClientTls(cluster);
-  }
-
-  /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
-  async certificateFiles(cluster: string): Promise<string[]> {
-    const members = (await this.machineNames(cluster)).flatMap((name) => {
-      const files = memberTlsFiles(this.pki.pkiDir(cluster), this.pki.memberDir(cluster, name));
-      return [files.certFile, files.peerCertFile];
-    });
-    const client = this.pki.clientTls(cluster);
-    return this.pki.withCa(cluster, () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
-  }
-
   /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
     await this.pki.issueMember(cluster, name, machine.address, true);
-  }
-
-  renewClientCertificate(cluster: string): Promise<void> {
-    return this.pki.renewClientCertificate(cluster);
-  }
-
-  /** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
-  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    return this.pki.caRotationPhase(cluster);
-  }
-
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    return this.pki.advanceCaRotation(cluster, phase);
   }
 
   /** Local processes hold no connection: nothing to close. */
@@ -322,12 +242,6 @@ export class LocalProcessProvider implements MachineProvider {
     return files.flatMap((m) => (m === undefined ? [] : [{ name: m.name, clientURL: m.clientURL, peerURL: m.peerURL, createdAt: m.createdAt, readyAt: m.readyAt }]));
   }
 
-  private args(machine: MachineFile, dataDir: string, launch: MemberLaunch): string[] {
-    // The machine's URLs, fixed at creation, say whether it was created with certificates.
-    const tls = machine.clientURL.startsWith('https:') ? memberTlsFiles(this.pki.pkiDir(machine.cluster), this.pki.memberDir(machine.cluster, machine.name)) : undefined;
-    return memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir, snapshotCount: this.snapshotCount, ...(tls === undefined ? {} : { tls }) }, launch);
-  }
-
   /**
    * A machine whose folder holds a `provisioning-failed` file is reported Failed with the file's text,
    * the way a cloud API reports a failed instance: how users and chaos tests simulate that failure.
@@ -341,7 +255,7 @@ export class LocalProcessProvider implements MachineProvider {
 
   private infra(machine: MachineFile): MachineInfra {
     const now = this.clock.now();
-    const running = machine.pid !== undefined && isOurProcess(machine.pid, this.dataDir(machine.cluster, machine.name));
+    const running = this.isRunning(machine);
     const failure = machine.deleting === true ? undefined : this.provisioningFailure(machine);
     let state: MachineInfra['state'] = now >= machine.readyAt ? 'Provisioned' : 'Provisioning';
     if (failure !== undefined) state = 'Failed';
@@ -357,6 +271,10 @@ export class LocalProcessProvider implements MachineProvider {
       ...(machine.memberStartedAt === undefined ? {} : { memberStartedAt: machine.memberStartedAt }),
       ...(state === 'Provisioning' ? { expectedReadyAt: machine.readyAt } : {}),
     };
+  }
+
+  private isRunning(machine: MachineFile): boolean {
+    return machine.pid !== undefined && isOurProcess(machine.pid, this.dataDir(machine.cluster, machine.name));
   }
 
   private draw(range: DurationRange): number {
@@ -375,7 +293,7 @@ export class LocalProcessProvider implements MachineProvider {
     return join(this.machineDir(cluster, name), 'data');
   }
 
-  private state(cluster: string): StoredClusterState {
+  protected state(cluster: string): StoredClusterState {
     return new StoredClusterState(this.store, `local-process/${cluster}`, this.clusterDir(cluster));
   }
 

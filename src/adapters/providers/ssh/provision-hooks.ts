@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { withoutEtcdVariables } from '../local/local-processes.ts';
+import { withoutEtcdVariables } from '../../host/processes.ts';
 
 /**
  * Provisioning hooks: a command of the user's that creates (or deletes) one host, whatever that means

@@ -1,19 +1,17 @@
 import { existsSync } from 'node:fs';
-import { readFile, readdir, rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import type { SshHost } from '../../../api/ssh-provider.ts';
-import type { TlsFiles } from '../../../ports/etcd-admin.ts';
-import type { CaRotationPhase, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
-import { ClusterPki, memberPki } from '../../pki/cluster-pki.ts';
-import { memberTlsFiles } from '../../pki/pki-files.ts';
-import { memberFlags } from '../member-flags.ts';
+import type { EtcdProcess } from '../../host/etcd-component.ts';
+import { ComponentProvider } from '../component-provider.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
-import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
-import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import { remoteMember, wipeScript } from './remote-scripts.ts';
+import { CLIENT_PORT, PEER_PORT, SshEtcd, type MemberSeen } from './ssh-etcd.ts';
 import { SshConnections, SshUnreachableError, type SshTarget } from './ssh-connections.ts';
 import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } from './ssh-machine.ts';
 
@@ -33,8 +31,6 @@ import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } fr
  * beside a reconcile. A host that does not answer a describe gets its last seen state and the reason.
  */
 
-const CLIENT_PORT = 2379;
-const PEER_PORT = 2380;
 export const HOST_POOL = 'ssh-hosts';
 
 export interface SshProviderOptions {
@@ -55,21 +51,16 @@ export interface SshProviderOptions {
   stopGraceMs?: number;
 }
 
-interface Seen {
-  memberRunning: boolean;
-  memberStartedAt?: number;
-}
 
-
-export class SshProvider implements MachineProvider {
+export class SshProvider extends ComponentProvider implements MachineProvider {
   private readonly ssh: SshConnections;
-  private readonly lastSeen = new Map<string, Seen>();
-
-  private readonly pki: ClusterPki;
+  private readonly lastSeen = new Map<string, MemberSeen>();
+  private readonly etcd: SshEtcd;
 
   constructor(private readonly options: SshProviderOptions) {
+    super({});
     this.ssh = new SshConnections(options.identityFile, options.knownHostsFile);
-    this.pki = new ClusterPki((cluster) => this.state(cluster));
+    this.etcd = new SshEtcd(this.ssh, this.pki, options);
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -121,9 +112,9 @@ export class SshProvider implements MachineProvider {
       machine.clientURL = `https://${machine.host.address}:${String(CLIENT_PORT)}`;
       machine.peerURL = `https://${machine.host.address}:${String(PEER_PORT)}`;
       await this.write(machine);
-      await this.checkHost(machine.host);
-      await this.ensureBinary(machine.host, this.options.version);
-      await this.installCertificates(machine, machine.host);
+      await this.etcd.checkHost(machine.host);
+      await this.etcd.ensureBinary(machine.host, this.options.version);
+      await this.etcd.installCertificates({ ...machine, host: machine.host });
       machine.state = 'Provisioned';
       machine.provisionedAt = Date.now();
       delete machine.failureMessage;
@@ -153,28 +144,20 @@ export class SshProvider implements MachineProvider {
     return machine && this.describeFile(machine);
   }
 
-  async startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
-    const machine = await this.provisioned(cluster, name);
-    const member = remoteMember(this.options.baseDir, cluster, name);
-    const binary = await this.ensureBinary(machine.host, launch.version);
-    const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
-    const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
-    // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
-    const bundle = await this.pki.withCa(cluster, () => readFile(this.pki.clientTls(cluster).caFile), 'read');
-    await writeRemoteFiles(this.ssh, machine.host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
-    if (launch.restoreFrom !== undefined) {
-      const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
-      await restoreOnHost(this.ssh, machine.host, target, { ...launch, restoreFrom: launch.restoreFrom });
-    }
-    const result = await this.ssh.exec(machine.host, startScript(member, binary, args));
-    if (result.code !== 0) throw new Error(`starting etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
-  }
-
-  async stopMember(cluster: string, name: string): Promise<void> {
-    const machine = await this.read(cluster, name);
-    if (machine?.host === undefined) return;
-    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, cluster, name), this.options.stopGraceMs ?? 10_000));
-    if (result.code !== 0) throw new Error(`stopping etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  /** A command over ssh on the machine's host; the member is recognised there by its pidfile and data dir. */
+  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+    return {
+      start: async (launch) => this.etcd.start(await this.provisioned(cluster, name), launch),
+      stop: async () => {
+        const machine = await this.read(cluster, name);
+        if (machine?.host !== undefined) await this.etcd.stop({ ...machine, host: machine.host });
+      },
+      running: async () => {
+        const machine = await this.read(cluster, name);
+        return machine?.state === 'Provisioned' && machine.host !== undefined && (await this.memberSeen(machine, machine.host)).memberRunning;
+      },
+      clientURL: async () => (await this.read(cluster, name))?.clientURL || undefined,
+    };
   }
 
   /** Stops the member, wipes its files on the host, gives the host back; idempotent, each step once done stays done. */
@@ -209,41 +192,10 @@ export class SshProvider implements MachineProvider {
     await this.ssh.close();
   }
 
-  clientTls(cluster: string): TlsFiles {
-    return this.pki.clientTls(cluster);
-  }
-
-  loadClientTls(cluster: string): Promise<TlsFiles> {
-    return this.pki.loadClientTls(cluster);
-  }
-
   /** New server and peer certificates for a machine, issued here and written to its host (its member stopped). */
   async renewMemberCertificates(cluster: string, name: string): Promise<void> {
     const machine = await this.provisioned(cluster, name);
-    await this.installCertificates(machine, machine.host, true);
-  }
-
-  renewClientCertificate(cluster: string): Promise<void> {
-    return this.pki.renewClientCertificate(cluster);
-  }
-
-  /** Where a CA rotation stands; its files are in the record store, and reach each host as its member restarts. */
-  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
-    return this.pki.caRotationPhase(cluster);
-  }
-
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    return this.pki.advanceCaRotation(cluster, phase);
-  }
-
-  async certificateFiles(cluster: string): Promise<string[]> {
-    const names = await this.machineNames(cluster);
-    const client = this.clientTls(cluster);
-    const members = names.flatMap((name) => {
-      const files = memberTlsFiles(this.pki.pkiDir(cluster), this.pki.memberDir(cluster, name));
-      return [files.certFile, files.peerCertFile];
-    });
-    return this.state(cluster).withFiles(['pki', ...names.map(memberPki)], () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
+    await this.etcd.installCertificates(machine, true);
   }
 
   async machineNames(cluster: string): Promise<string[]> {
@@ -289,54 +241,6 @@ export class SshProvider implements MachineProvider {
     return undefined;
   }
 
-  /** Reachable, Linux, and nothing but maybe our own member on 2379/2380. */
-  private async checkHost(host: SshTarget): Promise<void> {
-    const result = await this.ssh.exec(host, CHECK_SCRIPT);
-    const [os = '', arch = '', ...listening] = result.stdout.trim().split('\n');
-    if (os.trim() !== 'Linux') throw new Error(`${host.address} runs ${os.trim() || 'an unknown system'}, not Linux`);
-    const ours = ({ x64: 'x86_64', arm64: 'aarch64' } as Record<string, string>)[process.arch] ?? process.arch;
-    if (arch.trim() !== ours) {
-      throw new Error(`${host.address} is ${arch.trim()}; the etcd binaries here are for ${process.arch}`);
-    }
-    const busy = [CLIENT_PORT, PEER_PORT].filter((port) => listening.some((entry) => entry.toUpperCase().endsWith(`:${hexPort(port)}`)));
-    if (busy.length > 0) throw new Error(`${host.address}: port ${busy.join(' and ')} already in use`);
-  }
-
-  /** The version's binary on the host, copied once; the copy's sha256 is checked before it is used. */
-  private ensureBinary(host: SshTarget, version: string): Promise<string> {
-    return ensureRemoteCopy(this.ssh, host, this.options.findBinary(version), `${this.binDir()}/etcd-${version}`);
-  }
-
-  private binDir(): string {
-    return `${this.options.baseDir}/bin`;
-  }
-
-  /**
-   * Issued here with the host's address, then written to the host: keys 0600, dirs 0700. `renew`:
-   * new keys and certificates for a member that has run (stopped meanwhile), its data left alone.
-   */
-  private async installCertificates(machine: SshMachineFile, host: SshTarget, renew = false): Promise<void> {
-    const local = await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
-    const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
-    const remote = memberTlsFiles(remoteDir, remoteDir);
-    const pairs: [string, string, number][] = [
-      [local.caFile, remote.caFile, 0o644],
-      [local.certFile, remote.certFile, 0o644],
-      [local.keyFile, remote.keyFile, 0o600],
-      [local.peerCertFile, remote.peerCertFile, 0o644],
-      [local.peerKeyFile, remote.peerKeyFile, 0o600],
-    ];
-    // Read while no other call of this host changes the copy (CA files change only under the lease).
-    const files = await this.pki.readMember(machine.cluster, machine.name, () => Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) }))));
-    if (!renew) {
-      // A machine being provisioned has never run: whatever a machine of the same name left on this
-      // host (a crash before its wipe) is not its data, and etcd must not start from it.
-      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)));
-      if (wiped.code !== 0) throw new Error(`wiping ${owner(machine)} on ${host.address} failed: ${wiped.stderr.trim()}`);
-    }
-    await writeRemoteFiles(this.ssh, host, files);
-  }
-
   private async describeFile(machine: SshMachineFile): Promise<MachineInfra> {
     const key = owner(machine);
     const base = identity(machine);
@@ -348,14 +252,10 @@ export class SshProvider implements MachineProvider {
     if (machine.state !== 'Provisioned' || machine.host === undefined) {
       return { ...base, state: machine.state, memberRunning: false, ...(machine.failureMessage === undefined ? {} : { failureMessage: machine.failureMessage }) };
     }
-    let seen: Seen;
+    let seen: MemberSeen;
     let unreachable: string | undefined;
     try {
-      const result = await this.ssh.exec(machine.host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
-      const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
-      const startedAt = Number(fields.startedAt);
-      seen = { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
-      this.lastSeen.set(key, seen);
+      seen = await this.memberSeen(machine, machine.host);
     } catch (error) {
       if (!(error instanceof SshUnreachableError)) throw error;
       // Not knowing is not "stopped": a host cut off from fastplane keeps what was last seen, so a
@@ -364,6 +264,13 @@ export class SshProvider implements MachineProvider {
       seen = this.lastSeen.get(key) ?? { memberRunning: true };
     }
     return { ...base, state: 'Provisioned', ...seen, ...(unreachable === undefined ? {} : { unreachable }) };
+  }
+
+  /** Whether the member runs on its host now, and since when; remembered for a describe that cannot reach the host. */
+  private async memberSeen(machine: SshMachineFile, host: SshTarget): Promise<MemberSeen> {
+    const seen = await this.etcd.seen({ cluster: machine.cluster, name: machine.name, host });
+    this.lastSeen.set(owner(machine), seen);
+    return seen;
   }
 
   private async provisioned(cluster: string, name: string): Promise<SshMachineFile & { host: SshTarget }> {
@@ -378,7 +285,7 @@ export class SshProvider implements MachineProvider {
     return join(this.options.stateDir, 'clusters', cluster, 'machines', name);
   }
 
-  private state(cluster: string): StoredClusterState {
+  protected state(cluster: string): StoredClusterState {
     return new StoredClusterState(this.options.store, `ssh/${cluster}`, join(this.options.stateDir, 'clusters', cluster));
   }
 

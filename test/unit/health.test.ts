@@ -2,15 +2,28 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { BlockedError } from '../../src/care/blocked-error.ts';
 import { oneVoterAtATime } from '../../src/care/rolling.ts';
-import { agreedLeader, mayStopVoter, quorumHolds, type VoterHealthReading } from '../../src/planner/health-gate.ts';
+import { agreedLeader, isHealthyVoter, mayStopVoter, quorumHolds, type VoterReading } from '../../src/planner/health.ts';
 import type { Clock } from '../../src/ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
 
-function voters(healthy: string[], down: string[] = [], leader = healthy[0]): VoterHealthReading[] {
-  return [...healthy.map((id) => ({ id, name: id, healthy: true, leaderId: leader })), ...down.map((id) => ({ id, name: id, healthy: false }))];
+function voters(healthy: string[], down: string[] = [], leader = healthy[0]): VoterReading[] {
+  return [...healthy.map((id) => ({ id, name: id, ...(leader === undefined ? {} : { leaderId: leader }) })), ...down.map((id) => ({ id, name: id }))];
 }
 
-describe('health gate', () => {
+describe('health', () => {
+  test('a healthy voter answers, names a leader and is not reported stopped', () => {
+    assert.equal(isHealthyVoter({ id: 'a', name: 'a', leaderId: 'b' }), true);
+    assert.equal(isHealthyVoter({ id: 'a', name: 'a' }), false, 'no answer');
+    assert.equal(isHealthyVoter({ id: 'a', name: 'a', leaderId: '0' }), false, 'answers but names no leader');
+    assert.equal(isHealthyVoter({ id: 'a', name: 'a', leaderId: 'b', running: false }), false, 'a stale answer from a stopped machine');
+  });
+
+  test('a voter naming no leader contradicts nobody; one on a stopped machine naming another still disputes', () => {
+    assert.equal(agreedLeader([...voters(['a', 'b']), { id: 'c', name: 'c', leaderId: '0' }]), 'a');
+    assert.equal(agreedLeader([...voters(['a', 'b']), { id: 'c', name: 'c', leaderId: 'c', running: false }]), undefined);
+    assert.equal(agreedLeader(voters([], ['a', 'b'])), undefined);
+  });
+
   test('quorum holds while a majority of the voters stays healthy', () => {
     assert.equal(quorumHolds(3, 2), true);
     assert.equal(quorumHolds(3, 2, 1), false);
@@ -20,7 +33,7 @@ describe('health gate', () => {
 
   test('a leader counts only when every healthy voter names it and it is a voter', () => {
     assert.equal(agreedLeader(voters(['a', 'b', 'c'])), 'a');
-    assert.equal(agreedLeader([...voters(['a', 'b']), { id: 'c', name: 'c', healthy: true, leaderId: 'b' }]), undefined);
+    assert.equal(agreedLeader([...voters(['a', 'b']), { id: 'c', name: 'c', leaderId: 'b' }]), undefined);
     assert.equal(agreedLeader(voters(['a', 'b'], [], 'x')), undefined);
   });
 
@@ -41,7 +54,7 @@ describe('health gate', () => {
   test('nothing stops while a learner joins, the voters disagree on the leader, or the member is no voter', () => {
     const codes = [
       mayStopVoter(voters(['a', 'b', 'c']), ['d'], 'b'),
-      mayStopVoter([...voters(['a', 'b']), { id: 'c', name: 'c', healthy: true, leaderId: 'c' }], [], 'b'),
+      mayStopVoter([...voters(['a', 'b']), { id: 'c', name: 'c', leaderId: 'c' }], [], 'b'),
       mayStopVoter(voters(['a', 'b', 'c']), [], 'z'),
     ].map((v) => (v.ok ? 'ok' : v.code));
     assert.deepEqual(codes, ['LearnerJoining', 'LeaderUnknown', 'NotAVoter']);

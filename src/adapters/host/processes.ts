@@ -1,8 +1,10 @@
-import { readdirSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, fchmodSync, openSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { isExiting, isProcessAlive, processArguments } from '../../host/process-status.ts';
+import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 
-/** The local provider's etcd processes: found, stopped and started by PID and data dir. */
+/** Processes fastplane runs on this host (etcd members): started detached, found and stopped by PID and data dir. */
 
 const POLL_MS = 100;
 
@@ -35,6 +37,25 @@ export async function stopProcess(pid: number, dataDir: string, graceMs: number)
   while (isOurProcess(pid, dataDir) || isExiting(pid)) {
     if (Date.now() > killDeadline) throw new Error(`etcd process ${String(pid)} survived SIGKILL`);
     await sleep(POLL_MS / 5);
+  }
+}
+
+/**
+ * Starts `binary` detached, in its own session with its own log file and no pipe to us, so it
+ * outlives the CLI; resolves with its PID.
+ */
+export async function spawnDetached(binary: string, args: string[], logFile: string): Promise<number> {
+  // etcd logs keys it refuses and peers' addresses: readable by the owner only.
+  const log = openSync(logFile, 'a', 0o600);
+  fchmodSync(log, 0o600);
+  try {
+    const child = spawn(binary, args, { detached: true, stdio: ['ignore', log, log], env: withoutEtcdVariables() });
+    await once(child, 'spawn');
+    child.unref();
+    if (child.pid === undefined) throw new Error(`${binary} did not start`);
+    return child.pid;
+  } finally {
+    closeSync(log);
   }
 }
 

@@ -1,0 +1,76 @@
+import type { TlsFiles } from '../../ports/etcd-admin.ts';
+import type { CaRotationPhase, MachineComponents, MemberLaunch } from '../../ports/machine-provider.ts';
+import { etcdComponent, type EtcdProcess } from '../host/etcd-component.ts';
+import { ClusterPki } from '../pki/cluster-pki.ts';
+import type { StoredClusterState } from '../stored-cluster-state.ts';
+
+export interface ComponentProviderOptions {
+  /** Plain http and no certificates for the machines it creates (debugging only); default false. */
+  insecure?: boolean;
+  /** Lifetime of member and client certificates (tests only, FASTPLANE_CERT_VALIDITY); default a year. */
+  certValidityMs?: number | undefined;
+}
+
+/**
+ * What every provider of machines fastplane runs processes on shares, once: a machine is made of
+ * components, the loop reaches its member through the etcd component, and the cluster's certificates
+ * are a ClusterPki kept in the record store. A provider adds only how its machines come and go and how
+ * a process runs on them (`etcdProcess`: a local process, or a command over ssh).
+ */
+export abstract class ComponentProvider {
+  protected readonly pki: ClusterPki;
+  protected readonly insecure: boolean;
+
+  constructor(options: ComponentProviderOptions) {
+    this.insecure = options.insecure ?? false;
+    this.pki = new ClusterPki((cluster) => this.state(cluster), options.certValidityMs);
+  }
+
+  /** The cluster's provider state in the record store, with this host's copy of its files. */
+  protected abstract state(cluster: string): StoredClusterState;
+
+  /** How the machine's etcd process is run and seen: what differs between providers. */
+  protected abstract etcdProcess(cluster: string, name: string): EtcdProcess;
+
+  abstract machineNames(cluster: string): Promise<string[]>;
+
+  components(cluster: string, name: string): MachineComponents {
+    return { etcd: etcdComponent(this.etcdProcess(cluster, name), () => this.loadClientTls(cluster)) };
+  }
+
+  startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+    return this.components(cluster, name).etcd.start(launch);
+  }
+
+  stopMember(cluster: string, name: string): Promise<void> {
+    return this.components(cluster, name).etcd.stop();
+  }
+
+  /** fastplane's client credentials for the cluster's members; undefined when insecure. */
+  clientTls(cluster: string): TlsFiles | undefined {
+    return this.insecure ? undefined : this.pki.clientTls(cluster);
+  }
+
+  loadClientTls(cluster: string): Promise<TlsFiles | undefined> {
+    return this.insecure ? Promise.resolve(undefined) : this.pki.loadClientTls(cluster);
+  }
+
+  /** Every certificate file of the cluster: its CA, fastplane's client, each machine's server and peer. */
+  async certificateFiles(cluster: string): Promise<string[]> {
+    return this.pki.certificateFiles(cluster, await this.machineNames(cluster));
+  }
+
+  renewClientCertificate(cluster: string): Promise<void> {
+    return this.pki.renewClientCertificate(cluster);
+  }
+
+  /** Where a CA rotation (`certs renew --ca`) stands: which rolling restart is due next. */
+  caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
+    return this.pki.caRotationPhase(cluster);
+  }
+
+  /** Its files are in the record store, and reach each machine as its member restarts. */
+  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
+    return this.pki.advanceCaRotation(cluster, phase);
+  }
+}

@@ -1,0 +1,123 @@
+import { readFile } from 'node:fs/promises';
+import type { MemberLaunch } from '../../../ports/machine-provider.ts';
+import { memberFlags } from '../../host/member-flags.ts';
+import type { ClusterPki } from '../../pki/cluster-pki.ts';
+import { memberTlsFiles } from '../../pki/pki-files.ts';
+import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
+import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import type { SshConnections, SshTarget } from './ssh-connections.ts';
+import { owner } from './ssh-machine.ts';
+
+export const CLIENT_PORT = 2379;
+export const PEER_PORT = 2380;
+
+/** What the ssh provider sees of a member on its host. */
+export interface MemberSeen {
+  memberRunning: boolean;
+  memberStartedAt?: number;
+}
+
+/** A machine of the ssh provider on its host. */
+export interface SshMachineOnHost {
+  cluster: string;
+  name: string;
+  host: SshTarget;
+}
+
+/** What starting its member needs besides: its URLs. */
+export interface SshMember extends SshMachineOnHost {
+  clientURL: string;
+  peerURL: string;
+}
+
+/**
+ * The ssh provider's etcd members: the host's fitness, binaries, certificates, the process and its
+ * state on the host, all as commands over ssh (remote-scripts.ts). The command line is the one every
+ * provider builds (member-flags.ts).
+ */
+export class SshEtcd {
+  constructor(
+    private readonly ssh: SshConnections,
+    private readonly pki: ClusterPki,
+    private readonly options: { baseDir: string; findBinary: (version: string) => string; stopGraceMs?: number | undefined },
+  ) {}
+
+  /** Reachable, Linux, and nothing but maybe our own member on 2379/2380. */
+  async checkHost(host: SshTarget): Promise<void> {
+    const result = await this.ssh.exec(host, CHECK_SCRIPT);
+    const [os = '', arch = '', ...listening] = result.stdout.trim().split('\n');
+    if (os.trim() !== 'Linux') throw new Error(`${host.address} runs ${os.trim() || 'an unknown system'}, not Linux`);
+    const ours = ({ x64: 'x86_64', arm64: 'aarch64' } as Record<string, string>)[process.arch] ?? process.arch;
+    if (arch.trim() !== ours) {
+      throw new Error(`${host.address} is ${arch.trim()}; the etcd binaries here are for ${process.arch}`);
+    }
+    const busy = [CLIENT_PORT, PEER_PORT].filter((port) => listening.some((entry) => entry.toUpperCase().endsWith(`:${hexPort(port)}`)));
+    if (busy.length > 0) throw new Error(`${host.address}: port ${busy.join(' and ')} already in use`);
+  }
+
+  /** The version's binary on the host, copied once; the copy's sha256 is checked before it is used. */
+  ensureBinary(host: SshTarget, version: string): Promise<string> {
+    return ensureRemoteCopy(this.ssh, host, this.options.findBinary(version), `${this.binDir()}/etcd-${version}`);
+  }
+
+  /**
+   * Issued here with the host's address, then written to the host: keys 0600, dirs 0700. `renew`:
+   * new keys and certificates for a member that has run (stopped meanwhile), its data left alone.
+   */
+  async installCertificates(machine: SshMachineOnHost, renew = false): Promise<void> {
+    const { host } = machine;
+    const local = await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
+    const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
+    const remote = memberTlsFiles(remoteDir, remoteDir);
+    const pairs: [string, string, number][] = [
+      [local.caFile, remote.caFile, 0o644],
+      [local.certFile, remote.certFile, 0o644],
+      [local.keyFile, remote.keyFile, 0o600],
+      [local.peerCertFile, remote.peerCertFile, 0o644],
+      [local.peerKeyFile, remote.peerKeyFile, 0o600],
+    ];
+    // Read while no other call of this host changes the copy (CA files change only under the lease).
+    const files = await this.pki.readMember(machine.cluster, machine.name, () => Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) }))));
+    if (!renew) {
+      // A machine being provisioned has never run: whatever a machine of the same name left on this
+      // host (a crash before its wipe) is not its data, and etcd must not start from it.
+      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)));
+      if (wiped.code !== 0) throw new Error(`wiping ${owner(machine)} on ${host.address} failed: ${wiped.stderr.trim()}`);
+    }
+    await writeRemoteFiles(this.ssh, host, files);
+  }
+
+  async start(machine: SshMember, launch: MemberLaunch): Promise<void> {
+    const { cluster, host } = machine;
+    const member = remoteMember(this.options.baseDir, cluster, machine.name);
+    const binary = await this.ensureBinary(host, launch.version);
+    const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
+    const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
+    // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
+    const bundle = await this.pki.withCa(cluster, () => readFile(this.pki.clientTls(cluster).caFile), 'read');
+    await writeRemoteFiles(this.ssh, host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
+    if (launch.restoreFrom !== undefined) {
+      const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
+      await restoreOnHost(this.ssh, host, target, { ...launch, restoreFrom: launch.restoreFrom });
+    }
+    const result = await this.ssh.exec(host, startScript(member, binary, args));
+    if (result.code !== 0) throw new Error(`starting etcd on ${host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  async stop(machine: SshMachineOnHost): Promise<void> {
+    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000));
+    if (result.code !== 0) throw new Error(`stopping etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  /** Whether the member runs on its host now, and since when; fails with SshUnreachableError when the host does not answer. */
+  async seen(machine: SshMachineOnHost): Promise<MemberSeen> {
+    const result = await this.ssh.exec(machine.host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
+    const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
+    const startedAt = Number(fields.startedAt);
+    return { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
+  }
+
+  private binDir(): string {
+    return `${this.options.baseDir}/bin`;
+  }
+}
