@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
+import type { CareJobRecord } from '../domain/care-job.ts';
 import type { MachineRecord } from '../domain/machine.ts';
 import { relaunchFor } from '../cluster/member-launch.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
@@ -15,9 +16,10 @@ import type { MachineProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/backup-files.ts';
 import { takeBackup } from './backup/take-backup.ts';
-import { renewCertificates, rotateCertificateAuthority } from './certificates.ts';
+import { advanceJob } from './care-job.ts';
+import { renewalStep, renewCertificates, rotateCertificateAuthority, type RenewDeps } from './certificates.ts';
 import { downgradeCluster } from './downgrade.ts';
-import { maintain, type MaintainReport } from './maintain.ts';
+import { maintain, maintenanceStep, type MaintainDeps, type MaintainReport } from './maintain.ts';
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
 
@@ -173,9 +175,14 @@ export class CareService implements CarePort {
   }
 
   private async renew(lease: LeaseGuard, rotateCa: boolean, onNote?: (text: string) => void): Promise<string[]> {
+    const deps = await this.renewDeps(lease, onNote);
+    return rotateCa ? rotateCertificateAuthority(deps) : renewCertificates(deps);
+  }
+
+  private async renewDeps(lease: LeaseGuard, onNote?: (text: string) => void): Promise<RenewDeps> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
-    const deps = {
+    return {
       cluster: this.cluster,
       withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => this.deps.withClients(({ admin }) => use(admin)),
       provider: this.deps.provider,
@@ -186,7 +193,6 @@ export class CareService implements CarePort {
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
       onNote: this.noter(onNote),
     };
-    return rotateCa ? rotateCertificateAuthority(deps) : renewCertificates(deps);
   }
 
   async downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
@@ -201,20 +207,24 @@ export class CareService implements CarePort {
     );
   }
 
-  async maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]> {
-    return (await this.maintainReport(lease, options)).reasons;
-  }
-
-  recoverNoSpace(lease: LeaseGuard): Promise<string[]> {
-    return this.maintain(lease, NOSPACE_RECOVERY);
+  /** The reconcile loop's share of a rolling job: its steps until one waits or the job ends. */
+  advanceJob(lease: LeaseGuard, job: CareJobRecord): Promise<CareJobRecord> {
+    const { clock } = this.deps;
+    if (job.kind === 'RenewCertificates') {
+      return this.renewDeps(lease).then((deps) => deps.withAdmin((admin) => advanceJob(renewalStep(deps, admin), job, clock, HEALTH_TIMEOUT_MS)));
+    }
+    const options = job.kind === 'RecoverNoSpace' ? NOSPACE_RECOVERY : { retainRevisions: job.retainRevisions ?? 0, fragmentationThreshold: job.fragmentationThreshold ?? 0 };
+    return this.withMaintainDeps(lease, undefined, (deps) => advanceJob(maintenanceStep(deps, options), job, clock, HEALTH_TIMEOUT_MS));
   }
 
   /** One round of compaction, defragmentation (leader last) and NOSPACE recovery, with what it did. */
-  async maintainReport(lease: LeaseGuard, options: MaintainOptions, onNote?: (text: string) => void): Promise<MaintainReport> {
+  maintainReport(lease: LeaseGuard, options: MaintainOptions, onNote?: (text: string) => void): Promise<MaintainReport> {
+    return this.withMaintainDeps(lease, onNote, (deps) => maintain(deps, options));
+  }
+
+  private async withMaintainDeps<T>(lease: LeaseGuard, onNote: ((text: string) => void) | undefined, use: (deps: MaintainDeps) => Promise<T>): Promise<T> {
     const endpoints = await this.endpoints();
-    return this.deps.withClients(({ admin, maintenance }) =>
-      maintain({ admin, maintenance, endpoints, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter(onNote) }, options),
-    );
+    return this.deps.withClients(({ admin, maintenance }) => use({ admin, maintenance, endpoints, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter(onNote) }));
   }
 
   /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */

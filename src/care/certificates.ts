@@ -1,10 +1,13 @@
+import { startCareJob } from '../domain/care-job.ts';
 import type { MachineRecord } from '../domain/machine.ts';
 import type { LeaseGuard } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
-import { oneVoterAtATime, type VoterHealth } from './rolling.ts';
+import { driveJob, type JobStep } from './care-job.ts';
+import { oneVoterAtATime, rollingStep, type VoterHealth } from './rolling.ts';
+import { done, proceed } from './steps.ts';
 
 /** What certificate renewal needs of the provider: stop, re-issue, start; and the CA files of a rotation. */
 export type CertificateProvider = Pick<MachineProvider, 'stopMember' | 'startMember' | 'renewMemberCertificates' | 'renewClientCertificate' | 'caRotationPhase' | 'advanceCaRotation'>;
@@ -33,19 +36,26 @@ function machineOf(deps: RenewDeps, voter: VoterHealth): MachineRecord {
   return machine;
 }
 
+/** Stops the voter's member, runs `between` while it is stopped, and starts it again. */
+async function restartMember(deps: RenewDeps, voter: VoterHealth, between: (machine: MachineRecord) => Promise<void>): Promise<MachineRecord> {
+  const machine = machineOf(deps, voter);
+  await deps.provider.stopMember(deps.cluster, machine.name);
+  await between(machine);
+  await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine));
+  return machine;
+}
+
+const endpointsOf = (deps: RenewDeps): string[] => deps.machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
+
 /**
  * Restarts every member one at a time, followers first and the leader last after leadership moved
  * away, each voter healthy again before the next; `between` runs while the member is stopped.
  */
 async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord) => Promise<void>, done: (machine: MachineRecord) => string): Promise<string[]> {
-  const endpoints = deps.machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
   const restarted: string[] = [];
   await deps.withAdmin((admin) =>
-    oneVoterAtATime(admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify() }, async (voter) => {
-      const machine = machineOf(deps, voter);
-      await deps.provider.stopMember(deps.cluster, machine.name);
-      await between(machine);
-      await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine));
+    oneVoterAtATime(admin, endpointsOf(deps), { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify() }, async (voter) => {
+      const machine = await restartMember(deps, voter, between);
       restarted.push(machine.name);
       deps.onNote(done(machine));
     }),
@@ -54,20 +64,43 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
 }
 
 /**
- * New client and member certificates from the cluster's CA, applied by restarting the members one at
- * a time: each member is stopped, gets a new key and certificates while no process reads them, starts
- * again, and the cluster must be healthy again before the next. Old and new certificates come from the
- * same CA, so members that have not restarted yet keep trusting the ones that have.
+ * One step of a certificate renewal: new client certificates from the cluster's CA first, then each
+ * member in turn is stopped, gets a new key and certificates while no process reads them, and starts
+ * again, the cluster healthy again before the next. Old and new certificates come from the same CA, so
+ * members that have not restarted yet keep trusting the ones that have.
  */
+export function renewalStep(deps: RenewDeps, admin: EtcdAdmin, onRestarted?: (machine: string) => void): JobStep {
+  return async (job, note) => {
+    if (job.stage === 'start') {
+      await deps.lease.verify();
+      await deps.provider.renewClientCertificate(deps.cluster);
+      note('renewed the client certificate');
+      return { result: proceed('client certificate renewed'), job: { ...job, stage: 'members' } };
+    }
+    const work = async (voter: VoterHealth): Promise<void> => {
+      const machine = await restartMember(deps, voter, (m) => deps.provider.renewMemberCertificates(deps.cluster, m.name));
+      onRestarted?.(machine.name);
+      note(`renewed the certificates of ${machine.name} and restarted it`);
+    };
+    const { result, progress } = await rollingStep({ admin, endpoints: endpointsOf(deps), beforeEach: () => deps.lease.verify(), work }, job.rolling);
+    const next = { ...job, rolling: progress };
+    return result.kind === 'Done' ? { result: done(`renewed the certificates of ${String(progress.done.length)} members`), job: next } : { result, job: next };
+  };
+}
+
+/** A whole renewal, driven to its end; returns the machines renewed. */
 export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
-  await deps.lease.verify();
-  await deps.provider.renewClientCertificate(deps.cluster);
-  deps.onNote('renewed the client certificate');
-  return rollingRestart(
-    deps,
-    (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name),
-    (machine) => `renewed the certificates of ${machine.name} and restarted it`,
+  const renewed: string[] = [];
+  await deps.withAdmin((admin) =>
+    driveJob(
+      renewalStep(deps, admin, (machine) => renewed.push(machine)),
+      startCareJob('RenewCertificates', 'Requested', deps.clock.now()),
+      deps.clock,
+      deps.healthTimeoutMs,
+      deps.onNote,
+    ),
   );
+  return renewed;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { NOT_STARTED, type RollingProgress } from '../domain/care-job.ts';
 import { agreedLeader, isHealthyVoter, leaderClaims, mayStopVoter, type VoterReading } from '../planner/health.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
@@ -135,18 +136,6 @@ export function voterBackStep(admin: EtcdAdmin, endpoints: readonly string[], id
     return requeueAfter(POLL_MS, 'VoterNotBack', `voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
   };
 }
-
-/** How far a rolling job got: all a step needs from the ones before it, so it can be kept between passes. */
-export interface RollingProgress {
-  /** The cluster was healthy, with no learner joining, when the job started. */
-  started: boolean;
-  /** Member IDs whose work ran and that were seen back. */
-  done: string[];
-  /** A member whose work ran and that has not been seen back yet. */
-  awaiting?: string;
-}
-
-export const NOT_STARTED: RollingProgress = { started: false, done: [] };
 
 export interface RollingWork {
   admin: EtcdAdmin;

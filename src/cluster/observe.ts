@@ -1,3 +1,4 @@
+import { activeCareJob } from '../domain/care-job.ts';
 import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { LastMembershipAttempt, Observed, ObservedCare, ObservedMachine, ObservedMember, StatusReading, VoterReading } from '../planner/types.ts';
 import { clientURLOf } from '../planner/view.ts';
@@ -30,6 +31,8 @@ async function observeCare(deps: ObserveDeps, cp: ControlPlaneRecord): Promise<O
   }
   if (cp.lastBackupAttempt) care.backups = { count: 0, ...care.backups, lastAttempt: cp.lastBackupAttempt };
   if (cp.lastMaintenance) care.lastMaintenance = cp.lastMaintenance;
+  const job = activeCareJob(cp.careJob);
+  if (job) care.job = job;
   return care;
 }
 

@@ -1,4 +1,5 @@
 import type { ControlPlane } from '../api/control-plane.ts';
+import type { CareJobRecord } from './care-job.ts';
 
 /** Where a machine is in its life; each record keeps when it entered each phase (the timeline). */
 export type MachinePhase =
@@ -93,6 +94,8 @@ export interface ControlPlaneRecord {
   /** How the last scheduled backup ended (spec.backup): a failure is the BackupFailing condition until one succeeds. */
   lastBackupAttempt?: { at: number; ok: boolean; message: string };
   lastMaintenance?: { at: number; ok: boolean; message: string };
+  /** The rolling care job in progress, or the last one (ended). */
+  careJob?: CareJobRecord;
 }
 
 /** What the lease holder's latest pass found: what waiting commands show and judge. */

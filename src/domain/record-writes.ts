@@ -14,7 +14,7 @@ export class StoreRefusedError extends Error {
 
 type ControlPlaneFields = Pick<
   ControlPlaneRecord,
-  'nextOrdinal' | 'initMachine' | 'restoreFrom' | 'initializedAt' | 'lastRemediation' | 'conditions' | 'observedGeneration' | 'lastPass' | 'highestRaftIndex' | 'lastBackupAttempt' | 'lastMaintenance'
+  'nextOrdinal' | 'initMachine' | 'restoreFrom' | 'initializedAt' | 'lastRemediation' | 'conditions' | 'observedGeneration' | 'lastPass' | 'highestRaftIndex' | 'lastBackupAttempt' | 'lastMaintenance' | 'careJob'
 >;
 
 /** The control-plane fields a reconcile pass writes; the rest change only through a new spec. */

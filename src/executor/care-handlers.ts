@@ -1,56 +1,89 @@
-import type { CareAction } from '../planner/types.ts';
+import { activeCareJob, startCareJob, type CareJobRecord } from '../domain/care-job.ts';
+import type { ControlPlaneRecord } from '../domain/machine.ts';
+import type { ControlPlanePatch } from '../domain/record-writes.ts';
+import type { CareAction, RecoverNoSpace, RenewCertificates, RunMaintenance } from '../planner/types.ts';
 import type { CarePort } from '../ports/care.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
-import { controlPlane, endsTheRun, type ExecutorDeps } from './executor-deps.ts';
+import { endsTheRun, type ExecutorDeps } from './executor-deps.ts';
 
 // Care actions: day-2 jobs through the CarePort, each dated on the record it belongs to.
+
+/** What a care handler returns for a pass in which its job only waited: no event (one comes when it ends). */
+export const STILL_RUNNING = Symbol('StillRunning');
 
 function carePort(deps: ExecutorDeps): CarePort {
   if (!deps.care) throw new Error('no day-2 care is wired for this control plane');
   return deps.care;
 }
 
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
 /**
- * A scheduled care job (a backup, maintenance), its outcome recorded on the control plane either way,
- * since the next slot counts from the attempt: a failed backup is the BackupFailing condition until a
- * good one clears it.
+ * A scheduled backup, its outcome recorded on the control plane either way, since the next slot counts
+ * from the attempt: a failed backup is the BackupFailing condition until a good one clears it.
  */
-async function runScheduled(deps: ExecutorDeps, field: 'lastBackupAttempt' | 'lastMaintenance', job: () => Promise<string>): Promise<string> {
+async function takeBackup(deps: ExecutorDeps, keep: number): Promise<string> {
   const at = deps.clock.now();
   await deps.writer.verify();
   let line: string;
   try {
-    line = await job();
+    line = await carePort(deps).takeBackup(keep);
   } catch (error) {
     if (endsTheRun(error)) throw error;
-    const message = error instanceof Error ? error.message : String(error);
-    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { [field]: { at, ok: false, message } } });
+    await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastBackupAttempt: { at, ok: false, message: messageOf(error) } } });
     throw error;
   }
-  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { [field]: { at, ok: true, message: line } } });
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch: { lastBackupAttempt: { at, ok: true, message: line } } });
   return line;
 }
 
-export async function runCareAction(deps: ExecutorDeps, action: CareAction): Promise<string> {
+/**
+ * This pass's share of a rolling job: the one on record carried on, or a new one. The record keeps
+ * where it got, so the next pass (in this process or another) goes on from there; a step that throws
+ * ends the job (the planner starts a new one if it is still due). Scheduled maintenance's outcome is
+ * recorded as a backup's is, dated when the job ended: the next slot counts from there, so a job that
+ * takes longer than `every` is not followed by another at once.
+ */
+async function carryOnJob(deps: ExecutorDeps, cp: ControlPlaneRecord, action: RenewCertificates | RunMaintenance | RecoverNoSpace): Promise<string | typeof STILL_RUNNING> {
+  const onRecord = activeCareJob(cp.careJob);
+  const settings = action.kind === 'RunMaintenance' ? { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold } : {};
+  const job = onRecord?.kind === action.kind ? onRecord : startCareJob(action.kind, action.reason, deps.clock.now(), settings);
+  await deps.writer.verify();
+  let next: CareJobRecord;
+  try {
+    next = await carePort(deps).advanceJob(deps.writer, job);
+  } catch (error) {
+    if (endsTheRun(error)) throw error;
+    next = { ...job, ended: { at: deps.clock.now(), ok: false, summary: messageOf(error) } };
+  }
+  const patch: ControlPlanePatch = { careJob: next };
+  const { ended } = next;
+  const told = [...next.notes, ...(ended ? [ended.summary] : [])].join('; ');
+  if (ended && action.kind === 'RunMaintenance') patch.lastMaintenance = { at: ended.at, ok: ended.ok, message: told };
+  await deps.writer.commit({ kind: 'PatchControlPlane', patch });
+  if (!ended) {
+    deps.failpoint('after-care-step');
+    return STILL_RUNNING;
+  }
+  if (!ended.ok) throw new Error(told);
+  return told;
+}
+
+export async function runCareAction(deps: ExecutorDeps, cp: ControlPlaneRecord, action: CareAction): Promise<string | typeof STILL_RUNNING> {
   switch (action.kind) {
     case 'TakeBackup':
-      return runScheduled(deps, 'lastBackupAttempt', () => carePort(deps).takeBackup(action.keep));
+      return takeBackup(deps, action.keep);
     case 'RenewCertificates':
-      return `renewed ${(await carePort(deps).renewCertificates(deps.writer)).join(', ')}`;
     case 'RecoverNoSpace':
-      return (await carePort(deps).recoverNoSpace(deps.writer)).join('; ');
+    case 'RunMaintenance':
+      return carryOnJob(deps, cp, action);
     case 'DowngradeCluster': {
       // Each machine is recorded (fenced) as its member will run before it starts: the version, and the
       // spec's template, whose flags the restart applies.
-      const { manifest } = await controlPlane(deps);
-      const template = { templateHash: machineTemplateHash(manifest), maxLearners: launchedLearnerLimit(action.version, manifest.spec.etcd.maxLearners) };
+      const template = { templateHash: machineTemplateHash(cp.manifest), maxLearners: launchedLearnerLimit(action.version, cp.manifest.spec.etcd.maxLearners) };
       const record = (machine: string, version: string): Promise<void> => deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { version, ...template } });
       return (await carePort(deps).downgrade(deps.writer, action.version, record)).join('; ');
-    }
-    case 'RunMaintenance': {
-      const options = { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold };
-      return runScheduled(deps, 'lastMaintenance', async () => (await carePort(deps).maintain(deps.writer, options)).join('; '));
     }
   }
 }

@@ -7,7 +7,7 @@ import { controlPlane, endsTheRun, type ExecutionReport, type ExecutorDeps } fro
 export type { ExecutorDeps } from './executor-deps.ts';
 import { runMachineAction } from './machine-handlers.ts';
 import { runMembershipAction } from './membership-handlers.ts';
-import { runCareAction } from './care-handlers.ts';
+import { runCareAction, STILL_RUNNING } from './care-handlers.ts';
 
 async function emit(deps: ExecutorDeps, event: Omit<EventRecord, 'cluster'>): Promise<void> {
   const full: EventRecord = { cluster: deps.cluster, ...event };
@@ -36,6 +36,7 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
   const machine = target === undefined ? {} : { machine: target };
   try {
     const detail = await run();
+    if (detail === STILL_RUNNING) return undefined;
     const said = typeof detail === 'string' && detail !== '' ? `: ${detail}` : '';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Normal', reason: action.reason, action: action.kind, outcome: 'Succeeded', message: `${describeAction(action)} (${action.reason})${said}`, ...machine });
     return undefined;
@@ -87,7 +88,7 @@ export async function execute(deps: ExecutorDeps, observed: Observed, decision: 
   const work: [Action, () => Promise<unknown>][] = [
     ...decision.machineActions.map((action): [Action, () => Promise<unknown>] => [action, () => runMachineAction(deps, cp, action)]),
     ...(membership ? [[membership, () => runMembershipAction(deps, cp, observed, membership)] satisfies [Action, () => Promise<unknown>]] : []),
-    ...(decision.careActions ?? []).map((action): [Action, () => Promise<unknown>] => [action, () => runCareAction(deps, action)]),
+    ...(decision.careActions ?? []).map((action): [Action, () => Promise<unknown>] => [action, () => runCareAction(deps, cp, action)]),
   ];
   const runs = work.map(async ([action, run]) => {
     const failed = await timed(deps, action, run);

@@ -28,6 +28,8 @@ export const FAILPOINTS = [
   'before-delete-machine',
   /** The provider deleted (or started deleting) the machine; its record not removed yet. */
   'after-provider-delete',
+  /** A rolling care job recorded where it got, not ended; the next pass not run. */
+  'after-care-step',
 ] as const;
 
 export type FailpointName = (typeof FAILPOINTS)[number];

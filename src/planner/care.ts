@@ -1,3 +1,4 @@
+import type { CareJobKind, CareJobRecord } from '../domain/care-job.ts';
 import type { CareAction, Condition, Wait } from './types.ts';
 import { hasQuorum, type ClusterView } from './view.ts';
 
@@ -59,8 +60,11 @@ function noSpace(view: ClusterView, out: CarePlan, membershipBusy: boolean): voi
   out.actions.push({ kind: 'RecoverNoSpace', reason: 'NoSpaceAlarm' });
 }
 
-/** The condition 30 days ahead of the first expiry; the renewal itself only on a converged cluster. */
-function certificates(view: ClusterView, out: CarePlan, converged: boolean): void {
+/**
+ * The condition 30 days ahead of the first expiry; the renewal itself only on a converged cluster, and
+ * only when no rolling job runs (`busy`).
+ */
+function certificates(view: ClusterView, out: CarePlan, converged: boolean, busy = false): void {
   const certs = view.observed.care?.certificates;
   if (!certs) return;
   const left = certs.earliestExpiry - view.now;
@@ -72,7 +76,7 @@ function certificates(view: ClusterView, out: CarePlan, converged: boolean): voi
     reason: soon ? (left <= 0 ? 'CertificatesExpired' : 'RenewalDue') : 'CertificatesValid',
     message: soon ? `${when}: renewing (members restarted one at a time)` : when,
   });
-  if (!soon) return;
+  if (!soon || busy) return;
   // A renewal restarts every member: never on top of a membership change, a repair or an alarm.
   if (!converged) {
     out.waits.push({ code: 'CertificateRenewalDeferred', message: `${when}; renewal waits until the cluster has converged` });
@@ -101,13 +105,49 @@ function maintenance(view: ClusterView, out: CarePlan, converged: boolean): void
   out.actions.push({ kind: 'RunMaintenance', retainRevisions: schedule.retainRevisions, fragmentationThreshold: schedule.fragmentationThreshold, reason: 'MaintenanceDue' });
 }
 
+const JOB_TITLES: Record<CareJobKind, string> = { RenewCertificates: 'certificate renewal', RunMaintenance: 'maintenance', RecoverNoSpace: 'NOSPACE recovery' };
+
+function jobAction(job: CareJobRecord): CareAction {
+  if (job.kind === 'RunMaintenance') return { kind: job.kind, retainRevisions: job.retainRevisions ?? 0, fragmentationThreshold: job.fragmentationThreshold ?? 0, reason: job.reason };
+  return { kind: job.kind, reason: job.reason };
+}
+
+/**
+ * A rolling job on record is carried on, one step per pass, before any other restart-like job starts;
+ * a membership change or a lost quorum pauses it (its steps would only wait). What it waits for is a
+ * wait of the decision, so `status --explain` shows it.
+ */
+function carryOn(view: ClusterView, out: CarePlan, job: CareJobRecord, membershipBusy: boolean): void {
+  const title = JOB_TITLES[job.kind];
+  if (!view.membersKnown || !hasQuorum(view) || membershipBusy) {
+    out.waits.push({ code: 'CareJobPaused', message: `${title} (started ${iso(job.startedAt)}) waits for a quorum of healthy voters and no membership change` });
+    return;
+  }
+  out.actions.push(jobAction(job));
+  const waiting = job.waiting;
+  out.waits.push(waiting ? { code: waiting.reason, message: `${title}: ${waiting.message}` } : { code: 'CareJobRunning', message: `${title} in progress (${job.stage})` });
+  out.nextDueInMs = Math.min(out.nextDueInMs ?? Infinity, waiting?.retryAfterMs ?? 0);
+}
+
 /** Day-2 care from the observation: backups on schedule, NOSPACE recovery, certificate renewal, maintenance. Pure. */
 export function planCare(view: ClusterView, state: { converged: boolean; membershipBusy: boolean }): CarePlan {
   const out: CarePlan = { actions: [], waits: [], conditions: [] };
   backups(view, out);
+  const job = view.observed.care?.job;
+  if (job) {
+    carryOn(view, out, job, state.membershipBusy);
+    if (view.observed.alarms.some((a) => a.alarm === 'NOSPACE') && job.kind !== 'RecoverNoSpace') out.waits.push({ code: 'NoSpaceAlarm', message: `NOSPACE alarm raised: recovery waits for the ${JOB_TITLES[job.kind]} in progress` });
+    certificates(view, out, false, true);
+    return out;
+  }
   noSpace(view, out, state.membershipBusy);
   certificates(view, out, state.converged);
   // One restart-like job at a time: a renewal already rolls every member.
   if (!out.actions.some((a) => a.kind === 'RenewCertificates' || a.kind === 'RecoverNoSpace')) maintenance(view, out, state.converged);
   return out;
+}
+
+/** A rolling job runs (or is about to start): until it ends, the cluster has not converged. */
+export function careJobBusy(care: CarePlan): boolean {
+  return care.actions.some((a) => a.kind in JOB_TITLES);
 }

@@ -1,5 +1,5 @@
 import { quorum } from '../domain/quorum.ts';
-import { planCare } from './care.ts';
+import { careJobBusy, planCare } from './care.ts';
 import { planDowngrade } from './downgrade.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
@@ -97,7 +97,7 @@ export function planFromView(view: ClusterView): Decision {
   // done the cluster has not converged.
   const downgrade = planDowngrade(view, settled);
   const converged = settled && view.downgrade === undefined;
-  // Care changes no membership and takes no machine: it does not count against convergence.
+  // Care changes no membership and takes no machine: only a rolling job, until it ends, holds convergence back.
   const care = planCare(view, { converged, membershipBusy: membershipAction !== undefined });
   care.actions.push(...downgrade.actions);
   step.waits.push(...downgrade.waits, ...care.waits);
@@ -108,7 +108,8 @@ export function planFromView(view: ClusterView): Decision {
     waits: step.waits,
     conditions: [...conditionsFor(view, step.waits, { failed: step.failed, leaving: step.leaving, converged }), ...care.conditions],
     requeueAfterMs: Math.min(requeueAfter(step, actionCount, converged), care.nextDueInMs ?? Infinity),
-    converged,
+    // A rolling care job is carried on pass by pass: the loop goes on until it ends.
+    converged: converged && !careJobBusy(care),
     phases,
   };
   if (membershipAction) decision.membershipAction = membershipAction;

@@ -1,3 +1,5 @@
+import type { CareJobRecord } from '../domain/care-job.ts';
+
 /**
  * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
  * where nobody observes them (the simulator), and then nothing is planned from them.
@@ -14,6 +16,8 @@ export interface ObservedCare {
   certificates?: { earliestExpiry: number; file: string };
   /** How the last scheduled maintenance ended. */
   lastMaintenance?: { at: number; ok: boolean; message: string };
+  /** The rolling care job in progress: the loop carries it on before it starts another. */
+  job?: CareJobRecord;
 }
 
 /**
@@ -69,12 +73,13 @@ export interface CarePort {
   observe(): Promise<ObservedCare>;
   /** Takes one verified backup and prunes the oldest beyond `keep`; returns a line describing it. */
   takeBackup(keep: number): Promise<string>;
-  /** Renews member and client certificates, members restarted one at a time behind the health gate. */
-  renewCertificates(lease: LeaseGuard): Promise<string[]>;
-  /** Compacts all history, defragments every member (leader last), disarms NOSPACE; returns the reasons. */
-  recoverNoSpace(lease: LeaseGuard): Promise<string[]>;
-  /** Compacts to the retained window and defragments members above the threshold (leader last); returns the reasons. */
-  maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]>;
+  /**
+   * Carries a rolling job on (certificate renewal: members restarted one at a time behind the health
+   * gate; maintenance: compaction, then fragmented members defragmented leader last; NOSPACE recovery:
+   * all history compacted, every member defragmented, the alarm disarmed): its steps until one waits
+   * or the job ends. Returns the job's record as it now stands.
+   */
+  advanceJob(lease: LeaseGuard, job: CareJobRecord): Promise<CareJobRecord>;
   /**
    * Downgrades the cluster one minor by etcd's protocol, each member restarted in place on `version`;
    * `recordVersion` records a machine's new version before its member starts on it. Returns what it did.

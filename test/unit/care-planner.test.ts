@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { startCareJob, type CareJobRecord } from '../../src/domain/care-job.ts';
 import { CERTIFICATE_RENEW_BEFORE_MS } from '../../src/planner/care.ts';
 import { plan } from '../../src/planner/plan.ts';
 import type { CareAction, ConditionType, Decision, Observed, ObservedCare } from '../../src/planner/types.ts';
@@ -92,13 +93,13 @@ describe('planner: scheduled maintenance', () => {
   const maintained = spec({ maintenance: { everyMs: EVERY, retainRevisions: 100, fragmentationThreshold: 0.4 } });
   const since = (initializedAt: number, care: ObservedCare = {}): Observed => ({ ...withCare(healthyObserved(3), care), initializedAt });
 
-  test('due `every` after the init or the last attempt, with the spec settings; converged either way', () => {
+  test('due `every` after the init or the last attempt, with the spec settings; not converged while it runs', () => {
     const early = plan(maintained, since(NOW - 500), NOW);
     assert.deepEqual(careKinds(early), []);
     assert.ok(early.requeueAfterMs <= EVERY - 500, 'looks again when it is due');
     const due = plan(maintained, since(NOW - EVERY), NOW);
     assert.deepEqual(due.careActions, [{ kind: 'RunMaintenance', retainRevisions: 100, fragmentationThreshold: 0.4, reason: 'MaintenanceDue' }]);
-    assert.equal(due.converged, true);
+    assert.equal(due.converged, false, 'a rolling job is carried on pass by pass until it ends');
     const justRan = plan(maintained, since(NOW - 10 * EVERY, { lastMaintenance: { at: NOW - 100, ok: false, message: 'timeout' } }), NOW);
     assert.deepEqual(careKinds(justRan), [], 'a failed attempt waits for the next slot');
   });
@@ -110,5 +111,52 @@ describe('planner: scheduled maintenance', () => {
     assert.ok(growing.waits.some((w) => w.code === 'MaintenanceDeferred'), JSON.stringify(growing.waits));
     const expiring = plan(maintained, since(NOW - EVERY, { certificates: { earliestExpiry: NOW + DAY, file: 'ca.crt' } }), NOW);
     assert.deepEqual(careKinds(expiring), ['RenewCertificates']);
+  });
+});
+
+describe('planner: a rolling care job on record', () => {
+  const waiting = (job: CareJobRecord): CareJobRecord => ({ ...job, stage: 'members', waiting: { reason: 'VoterNotBack', message: 'voter t-2 is not back: does not answer', retryAfterMs: 200 } });
+  const renewal = waiting(startCareJob('RenewCertificates', 'CertificatesExpiringSoon', NOW - 5000));
+
+  test('is carried on with its own reason; what it waits for is a wait of the decision; not converged; looked at again when it asked', () => {
+    const d = plan(spec(), withCare(healthyObserved(3), { job: renewal }), NOW);
+    assert.deepEqual(d.careActions, [{ kind: 'RenewCertificates', reason: 'CertificatesExpiringSoon' }]);
+    const wait = d.waits.find((w) => w.code === 'VoterNotBack');
+    assert.match(wait?.message ?? '', /^certificate renewal: voter t-2 is not back/);
+    assert.equal(d.converged, false);
+    assert.ok(d.requeueAfterMs <= 200, String(d.requeueAfterMs));
+    const maintenance = waiting(startCareJob('RunMaintenance', 'MaintenanceDue', NOW - 5000, { retainRevisions: 10, fragmentationThreshold: 0.2 }));
+    assert.deepEqual(plan(spec(), withCare(healthyObserved(3), { job: maintenance }), NOW).careActions, [{ kind: 'RunMaintenance', retainRevisions: 10, fragmentationThreshold: 0.2, reason: 'MaintenanceDue' }]);
+  });
+
+  test('carried on while a member it restarted is not back, though the cluster has not converged', () => {
+    const { machines, members } = healthyCluster(3);
+    const restarting = members.map((m, i) => (i === 1 ? { ...m, status: { ok: false as const, error: 'connection refused' } } : m));
+    const d = plan(spec(), withCare(observed({ machines, members: restarting }), { job: renewal }), NOW);
+    assert.deepEqual(careKinds(d), ['RenewCertificates']);
+  });
+
+  test('paused by a membership change and by a lost quorum, saying so', () => {
+    const { machines, members } = healthyCluster(3);
+    const joining = observed({ machines: [...machines, machine('t-4', { phase: 'Learner' })], members: [...members, { ...voter('t-4'), isLearner: true }] });
+    const scaling = plan(spec({ replicas: 5 }), withCare(joining, { job: renewal }), NOW);
+    assert.ok(scaling.membershipAction, 'a membership change is planned');
+    assert.deepEqual(careKinds(scaling), []);
+    assert.ok(scaling.waits.some((w) => w.code === 'CareJobPaused'), JSON.stringify(scaling.waits));
+    const down = members.map((m, i) => (i === 0 ? m : { ...m, status: { ok: false as const, error: 'timeout' } }));
+    assert.deepEqual(careKinds(plan(spec(), withCare(observed({ machines, members: down }), { job: renewal }), NOW)), []);
+  });
+
+  test('no other restart-like job starts beside it; the certificates condition stays; backups go on', () => {
+    const care: ObservedCare = { job: renewal, certificates: { earliestExpiry: NOW + DAY, file: 'ca.crt' }, backups: { count: 0 } };
+    const maintained = spec({ backup: { everyMs: EVERY, keep: 3 }, maintenance: { everyMs: EVERY, retainRevisions: 100, fragmentationThreshold: 0.4 } });
+    const d = plan(maintained, { ...withCare(healthyObserved(3), care), initializedAt: NOW - 10 * EVERY }, NOW);
+    assert.deepEqual(careKinds(d).sort(), ['RenewCertificates', 'TakeBackup']);
+    assert.equal(conditionOf(d, 'CertificatesExpiringSoon')?.status, 'True');
+    const alarms = [{ memberId: memberIdOf('t-1'), alarm: 'NOSPACE' as const }];
+    const maintenance = waiting(startCareJob('RunMaintenance', 'MaintenanceDue', NOW - 5000, { retainRevisions: 10, fragmentationThreshold: 0.2 }));
+    const full = plan(spec(), withCare(observed({ ...healthyCluster(3), alarms }), { job: maintenance }), NOW);
+    assert.deepEqual(careKinds(full), ['RunMaintenance'], 'NOSPACE recovery waits for the job in progress');
+    assert.ok(full.waits.some((w) => w.code === 'NoSpaceAlarm'));
   });
 });

@@ -1,0 +1,149 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { advanceJob, type JobStep } from '../../src/care/care-job.ts';
+import { renewalStep, type RenewDeps } from '../../src/care/certificates.ts';
+import { maintenanceStep, type MaintainDeps } from '../../src/care/maintain.ts';
+import { done, failed, proceed, requeueAfter, type StepResult } from '../../src/care/steps.ts';
+import { startCareJob, type CareJobRecord } from '../../src/domain/care-job.ts';
+import type { MachineRecord } from '../../src/domain/machine.ts';
+import type { EtcdMaintenance } from '../../src/ports/etcd-maintenance.ts';
+import { FakeCluster, virtualClock } from '../support/fake-etcd-cluster.ts';
+
+const PATIENCE = 60_000;
+const noLease = { verify: (): Promise<void> => Promise.resolve() };
+/** As a pass keeps it: written to the record and read back by the next pass, maybe in another process. */
+const stored = (job: CareJobRecord): CareJobRecord => JSON.parse(JSON.stringify(job)) as CareJobRecord;
+
+function scripted(results: StepResult[]): JobStep {
+  return (job, note) => {
+    const result = results.shift() ?? failed('Extra', 'asked once too often');
+    if (result.kind === 'Continue') note(result.note);
+    return Promise.resolve({ result, job: { ...job, stage: `after ${result.kind}` } });
+  };
+}
+
+describe('a care job, one pass at a time', () => {
+  test('a pass runs its steps until one waits, and the record says what for and when to ask again', async () => {
+    const clock = virtualClock();
+    const job = await advanceJob(scripted([proceed('one'), proceed('two'), requeueAfter(200, 'VoterNotBack', 'b is not back')]), startCareJob('RenewCertificates', 'RenewalDue', 0), clock, PATIENCE);
+    assert.equal(job.ended, undefined);
+    assert.deepEqual(job.waiting, { reason: 'VoterNotBack', message: 'b is not back', retryAfterMs: 200 });
+    assert.deepEqual(job.notes, ['one', 'two']);
+    assert.deepEqual(clock.slept, [], 'a pass never sleeps: the loop asks again');
+  });
+
+  test('Done ends it ok, Error ends it failed; waiting past its patience since the last progress ends it failed', async () => {
+    const clock = virtualClock();
+    const ok = await advanceJob(scripted([proceed('one'), done('3 members')]), startCareJob('RunMaintenance', 'MaintenanceDue', 0), clock, PATIENCE);
+    assert.deepEqual(ok.ended, { at: 0, ok: true, summary: '3 members' });
+    const error = await advanceJob(scripted([failed('VoterLeft', 'member b left')]), startCareJob('RunMaintenance', 'MaintenanceDue', 0), clock, PATIENCE);
+    assert.deepEqual(error.ended, { at: 0, ok: false, summary: 'member b left' });
+    const waited = { ...startCareJob('RenewCertificates', 'RenewalDue', 0), progressAt: 1000 };
+    await clock.sleep(1000 + PATIENCE - 1);
+    assert.equal((await advanceJob(scripted([requeueAfter(200, 'VoterNotBack', 'b')]), waited, clock, PATIENCE)).ended, undefined);
+    await clock.sleep(1);
+    assert.deepEqual((await advanceJob(scripted([requeueAfter(200, 'VoterNotBack', 'b')]), waited, clock, PATIENCE)).ended, { at: clock.now(), ok: false, summary: 'b' });
+  });
+});
+
+/** The voters a, b, c behind machines m-a, m-b, m-c; a member the provider stops stays down until the test brings it back. */
+function renewalCluster(): { cluster: FakeCluster; calls: string[]; deps: () => RenewDeps } {
+  const cluster = new FakeCluster(['a', 'b', 'c']);
+  const calls: string[] = [];
+  const machines = ['a', 'b', 'c'].map((id) => ({ name: `m-${id}`, peerURL: `http://${id}:2380`, clientURL: `http://${id}:2379` }) as MachineRecord);
+  const provider = {
+    renewClientCertificate: () => Promise.resolve(void calls.push('client')),
+    stopMember: (_c: string, machine: string) => {
+      calls.push(`stop ${machine}`);
+      cluster.down.add(machine.slice(2));
+      return Promise.resolve();
+    },
+    renewMemberCertificates: (_c: string, machine: string) => Promise.resolve(void calls.push(`renew ${machine}`)),
+    startMember: (_c: string, machine: string) => Promise.resolve(void calls.push(`start ${machine}`)),
+    caRotationPhase: () => Promise.resolve(undefined),
+    advanceCaRotation: () => Promise.resolve(),
+  };
+  const deps = (): RenewDeps => ({
+    cluster: 't',
+    withAdmin: (use) => use(cluster.admin),
+    provider,
+    machines,
+    launchFor: () => ({ version: '3.5.16', initialCluster: '', initialClusterState: 'existing' }) as unknown as ReturnType<RenewDeps['launchFor']>,
+    lease: noLease,
+    clock: virtualClock(),
+    healthTimeoutMs: PATIENCE,
+    onNote: () => undefined,
+  });
+  return { cluster, calls, deps };
+}
+
+describe('certificate renewal as passes', () => {
+  test('each pass restarts at most one member and waits for it; resumed from the record alone, followers first, the leader last', async () => {
+    const { cluster, calls, deps } = renewalCluster();
+    const clock = virtualClock();
+    let job = startCareJob('RenewCertificates', 'RenewalDue', 0);
+    const waits: string[] = [];
+    for (let pass = 0; pass < 20 && job.ended === undefined; pass++) {
+      const before = calls.filter((c) => c.startsWith('stop')).length;
+      // A new step each pass: nothing is carried between passes but the record.
+      job = stored(await advanceJob(renewalStep(deps(), cluster.admin), stored(job), clock, PATIENCE));
+      assert.ok(calls.filter((c) => c.startsWith('stop')).length - before <= 1, `pass ${String(pass)} restarted one member at most`);
+      if (job.waiting) waits.push(job.waiting.reason);
+      cluster.down.clear();
+    }
+    assert.equal(job.ended?.ok, true, JSON.stringify(job));
+    assert.deepEqual(calls, ['client', 'stop m-b', 'renew m-b', 'start m-b', 'stop m-c', 'renew m-c', 'start m-c', 'stop m-a', 'renew m-a', 'start m-a']);
+    assert.deepEqual(job.rolling.done, ['b', 'c', 'a']);
+    assert.equal(waits.filter((w) => w === 'VoterNotBack').length, 3, JSON.stringify(waits));
+    assert.deepEqual(cluster.moves, ['b'], 'leadership moved off a before it restarted');
+    assert.match(job.notes.join('; '), /renewed the certificates of m-a and restarted it/);
+  });
+});
+
+function fakeMaintenance(cluster: FakeCluster): EtcdMaintenance & { log: string[] } {
+  const log: string[] = [];
+  const sizes: Record<string, { dbSize: number; dbSizeInUse: number }> = { a: { dbSize: 100, dbSizeInUse: 10 }, b: { dbSize: 100, dbSizeInUse: 95 }, c: { dbSize: 100, dbSizeInUse: 20 } };
+  const id = (endpoint: string): string => new URL(endpoint).hostname;
+  return {
+    log,
+    usage: (endpoint) => Promise.resolve({ revision: 500, memberId: id(endpoint), ...(sizes[id(endpoint)] ?? { dbSize: 0, dbSizeInUse: 0 }) }) as ReturnType<EtcdMaintenance['usage']>,
+    compact: (_e, revision) => Promise.resolve(void log.push(`compact ${String(revision)}`)),
+    defragment: (endpoint) => Promise.resolve(void log.push(`defragment ${id(endpoint)}`)),
+    disarm: (_e, alarm) => {
+      log.push(`disarm ${alarm.memberId}`);
+      cluster.alarms = [];
+      return Promise.resolve();
+    },
+    snapshot: () => Promise.reject(new Error('not here')),
+    countKeys: () => Promise.reject(new Error('not here')),
+    close: () => Promise.resolve(),
+  };
+}
+
+async function toTheEnd(step: JobStep, start: CareJobRecord): Promise<CareJobRecord> {
+  let job = start;
+  for (let pass = 0; pass < 20 && job.ended === undefined; pass++) job = stored(await advanceJob(step, stored(job), virtualClock(), PATIENCE));
+  return job;
+}
+
+describe('maintenance as passes', () => {
+  const deps = (cluster: FakeCluster, maintenance: EtcdMaintenance): MaintainDeps => ({ admin: cluster.admin, maintenance, endpoints: ['http://a:2379'], lease: noLease, clock: virtualClock(), healthTimeoutMs: PATIENCE, onNote: () => undefined });
+
+  test('compacts to the retained window, defragments the fragmented members only (leader last), disarms nothing', async () => {
+    const cluster = new FakeCluster(['a', 'b', 'c']);
+    const maintenance = fakeMaintenance(cluster);
+    const job = await toTheEnd(maintenanceStep(deps(cluster, maintenance), { retainRevisions: 100, fragmentationThreshold: 0.5 }), startCareJob('RunMaintenance', 'MaintenanceDue', 0));
+    assert.equal(job.ended?.ok, true, JSON.stringify(job));
+    assert.deepEqual(maintenance.log, ['compact 400', 'defragment c', 'defragment a']);
+    assert.match(job.notes.join('; '), /b: 5% free pages, below the threshold/);
+  });
+
+  test('under a NOSPACE alarm: all history compacted, every member defragmented, then the alarm disarmed', async () => {
+    const cluster = new FakeCluster(['a', 'b', 'c']);
+    cluster.alarms = [{ memberId: 'b', alarm: 'NOSPACE' }];
+    const maintenance = fakeMaintenance(cluster);
+    const job = await toTheEnd(maintenanceStep(deps(cluster, maintenance), { retainRevisions: 1000, fragmentationThreshold: 0.3 }), startCareJob('RecoverNoSpace', 'NoSpaceAlarm', 0));
+    assert.equal(job.ended?.ok, true, JSON.stringify(job));
+    assert.deepEqual(maintenance.log, ['compact 500', 'defragment b', 'defragment c', 'defragment a', 'disarm b']);
+  });
+});
