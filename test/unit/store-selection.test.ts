@@ -46,7 +46,7 @@ describe('chooseStore', () => {
     });
     const env = { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'https://10.0.0.9:2379', FASTPLANE_ETCD_CACERT: ca, FASTPLANE_ETCD_CERT: cert, FASTPLANE_ETCD_KEY: key };
     assert.deepEqual(chooseStore({}, '/state', env), { kind: 'etcd', endpoints: ['https://10.0.0.9:2379'], tls: { caFile: ca, certFile: cert, keyFile: key } });
-    assert.deepEqual(chooseStore({ etcdEndpoints: 'https://10.0.0.1:2379' }, '/state', env).endpoints, ['https://10.0.0.1:2379']);
+    assert.deepEqual(chooseStore({ etcdEndpoints: 'https://10.0.0.1:2379' }, '/state', env), { kind: 'etcd', endpoints: ['https://10.0.0.1:2379'], tls: { caFile: ca, certFile: cert, keyFile: key } });
     assert.equal(chooseStore({ store: 'sqlite' }, '/state', { FASTPLANE_STORE: 'etcd' }).kind, 'sqlite');
   });
 
@@ -71,7 +71,7 @@ describe('chooseStore', () => {
     assert.deepEqual(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'https://10.0.0.1:2379', FASTPLANE_ETCD_CACERT: ca })), [
       '--etcd-cert: required with --store etcd (a client certificate the store authenticates, with --etcd-key), or pass --insecure-store',
     ]);
-    assert.deepEqual(chooseStore({ ...http, insecureStore: true }, '/s', {}).endpoints, ['https://10.0.0.1:2379', 'http://10.0.0.2:2379']);
+    assert.deepEqual(chooseStore({ ...http, insecureStore: true }, '/s', {}), { kind: 'etcd', endpoints: ['https://10.0.0.1:2379', 'http://10.0.0.2:2379'], tls: { caFile: ca, certFile: cert, keyFile: key } });
     assert.deepEqual(chooseStore({ store: 'etcd', etcdEndpoints: 'http://10.0.0.1:2379' }, '/s', { FASTPLANE_INSECURE_STORE: '1' }), { kind: 'etcd', endpoints: ['http://10.0.0.1:2379'], tls: {} });
   });
 });
