@@ -129,7 +129,13 @@ export function loadKeyFile(path: string, create: boolean): SealingKeys {
     return loadKeyFile(path, false);
   }
   if ((mode & 0o077) !== 0) throw new InvalidInputError([`${path}: the key file may be read by others (mode ${(mode & 0o777).toString(8)}); chmod 600 it`]);
-  return parseKeyFile(readFileSync(path, 'utf8'), path);
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch {
+    throw new InvalidInputError([`${path}: cannot read the key file`]);
+  }
+  return parseKeyFile(text, path);
 }
 
 /** A name no other host's generated key has: the date it was made and random hex. */

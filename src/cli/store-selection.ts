@@ -100,7 +100,7 @@ export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.Pro
   const insecure = flags.insecureStore === true || ['1', 'true'].includes(env.FASTPLANE_INSECURE_STORE ?? '');
   if (!insecure) {
     // Every record and the sealed secrets cross this connection: refused in clear, or to anyone unnamed.
-    for (const endpoint of endpoints.filter((e) => e.startsWith('http://'))) {
+    for (const endpoint of endpoints.filter((e) => /^http:/i.test(e))) {
       problems.push(`${list?.name ?? '--etcd-endpoints'}: ${endpoint} is plain http, readable and changeable on the way; use https with a client certificate, or pass --insecure-store`);
     }
     if (cert === undefined && key === undefined) problems.push('--etcd-cert: required with --store etcd (a client certificate the store authenticates, with --etcd-key), or pass --insecure-store');
