@@ -11,6 +11,9 @@ import { InvalidInputError } from '../api/errors.ts';
  * `fastplane secrets rotate` re-sealed everything with the first.
  */
 
+/** The key file in the state dir when none is named: the state dir is this host's, never shared. */
+export const DEFAULT_KEY_FILE = 'secrets.key';
+
 const PREFIX = 'fastplane:enc:aesgcm:v1:';
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;

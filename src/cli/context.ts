@@ -12,11 +12,10 @@ import { sha256OfFile } from '../adapters/state-files.ts';
 import type { Runtime } from '../app/runtime.ts';
 import type { CareService } from '../care/care-service.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
-import type { ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
-import { stateScope } from '../adapters/providers/provider-environment.ts';
+import { stateScope, type ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
 import { providerFor } from '../adapters/providers/registry.ts';
 import { resealScope, sealedDocuments, type Resealed } from '../adapters/sealed-documents.ts';
-import { loadKeyFile, type SealingKeys } from '../adapters/sealing-keys.ts';
+import { DEFAULT_KEY_FILE, loadKeyFile, type SealingKeys } from '../adapters/sealing-keys.ts';
 import { ownIdentity } from '../adapters/host/process-identity.ts';
 import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
 import type { MachineProvider } from '../ports/machine-provider.ts';
@@ -88,7 +87,7 @@ export class CliContext implements Runtime {
     const opened = openStore?.();
     this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.storeLocation = opened?.location ?? stateDir;
-    this.sealing = opened?.sealing ?? loadKeyFile(join(stateDir, 'secrets.key'), true);
+    this.sealing = opened?.sealing ?? loadKeyFile(join(stateDir, DEFAULT_KEY_FILE), true);
     // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
     this.etcdClients = new EtcdClientCache(leaseCallBoundMs(this.leaseTtlMs));
   }

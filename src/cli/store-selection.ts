@@ -2,7 +2,7 @@ import { accessSync, constants, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../api/errors.ts';
 import type { StateStore } from '../ports/state-store.ts';
-import { loadKeyFile, type SealingKeys } from '../adapters/sealing-keys.ts';
+import { DEFAULT_KEY_FILE, loadKeyFile, type SealingKeys } from '../adapters/sealing-keys.ts';
 
 /**
  * Where the records live: `--store sqlite` (the default, a file in the state dir, for one host) or
@@ -118,7 +118,7 @@ export interface KeyFileChoice {
 
 export function chooseKeyFile(flags: StoreFlags, stateDir: string, env: NodeJS.ProcessEnv = process.env): KeyFileChoice {
   const named = setting(flags.secretsKey, '--secrets-key', env, 'FASTPLANE_SECRETS_KEY');
-  return named === undefined ? { path: join(stateDir, 'secrets.key'), create: true } : { path: resolve(named.value), create: false };
+  return named === undefined ? { path: join(stateDir, DEFAULT_KEY_FILE), create: true } : { path: resolve(named.value), create: false };
 }
 
 export interface OpenedStore {
