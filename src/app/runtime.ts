@@ -32,6 +32,10 @@ export interface Runtime {
   care(manifest: ControlPlane): CareService;
   /** InvalidInputError when this host has no etcd binaries for the spec's version. */
   checkBinaries(manifest: ControlPlane): void;
+  /** The key that seals the providers' documents in the store, for messages: its name and key file. */
+  readonly sealingKey: string;
+  /** Seals the provider's documents of the control plane again with the key file's first key. */
+  resealSecrets(manifest: ControlPlane): Promise<{ documents: number; resealed: number }>;
   /** The sha256 of a file (a snapshot to restore from). */
   sha256(file: string): Promise<string>;
 }

@@ -12,8 +12,10 @@ import { sha256OfFile } from '../adapters/state-files.ts';
 import type { Runtime } from '../app/runtime.ts';
 import type { CareService } from '../care/care-service.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
-import type { ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
+import { stateScope, type ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
 import { providerFor } from '../adapters/providers/registry.ts';
+import { resealScope, sealedDocuments, type Resealed } from '../adapters/sealed-documents.ts';
+import { DEFAULT_KEY_FILE, loadKeyFile, type SealingKeys } from '../adapters/sealing-keys.ts';
 import { ownIdentity } from '../adapters/host/process-identity.ts';
 import { SqliteStateStore } from '../adapters/stores/sqlite-state-store.ts';
 import type { MachineProvider } from '../ports/machine-provider.ts';
@@ -69,6 +71,8 @@ export class CliContext implements Runtime {
   /** This process as its kernel knows it, for the lease records it writes. */
   readonly identity = ownIdentity();
   private readonly etcdClients: EtcdClientCache;
+  /** This host's key file: what seals the providers' documents in the store. */
+  private readonly sealing: SealingKeys;
   private readonly providers = new Map<string, MachineProvider>();
 
   /** `openStore`: opens the store chosen by --store (store-selection.ts); without it, the state dir's SQLite file. */
@@ -83,6 +87,7 @@ export class CliContext implements Runtime {
     const opened = openStore?.();
     this.store = opened?.store ?? new SqliteStateStore(join(stateDir, 'fastplane.db'));
     this.storeLocation = opened?.location ?? stateDir;
+    this.sealing = opened?.sealing ?? loadKeyFile(join(stateDir, DEFAULT_KEY_FILE), true);
     // Membership calls are bounded so that the lease, checked before each, outlives them (renew deadline).
     this.etcdClients = new EtcdClientCache(leaseCallBoundMs(this.leaseTtlMs));
   }
@@ -105,13 +110,23 @@ export class CliContext implements Runtime {
 
   private providerEnvironment(): ProviderEnvironment {
     const { addressPrefix, provisioningFailureMarker, certValidityMs } = this.hooks;
-    return { stateDir: this.stateDir, store: this.store, addressPrefix, provisioningFailureMarker, certValidityMs };
+    return { stateDir: this.stateDir, store: sealedDocuments(this.store, this.sealing), addressPrefix, provisioningFailureMarker, certValidityMs };
   }
 
   /** The control plane's etcd client, presenting fastplane's client certificate unless insecure. */
   async etcd(manifest: ControlPlane): Promise<EtcdAdmin> {
     const name = manifest.metadata.name;
     return this.etcdClients.clientFor(name, await this.provider(manifest).loadClientTls(name));
+  }
+
+  /** Seals the provider's documents of the control plane again with the key file's first key. */
+  resealSecrets(manifest: ControlPlane): Promise<Resealed> {
+    return resealScope(this.store, this.sealing, stateScope(manifest.spec.provider.name, manifest.metadata.name));
+  }
+
+  /** The key that seals, for messages: its name and file. */
+  get sealingKey(): string {
+    return `${this.sealing.current.name} (${this.sealing.source})`;
   }
 
   care(manifest: ControlPlane): CareService {

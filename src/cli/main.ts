@@ -31,9 +31,10 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
   let code: number;
   try {
     const { CliContext, resolveStateDir } = await import('./context.ts');
-    const { chooseStore, storeOpener } = await import('./store-selection.ts');
+    const { chooseKeyFile, chooseStore, storeOpener } = await import('./store-selection.ts');
     const stateDir = resolveStateDir(globals);
-    ctx = new CliContext(stateDir, globals.logLevel, globals.logFormat, globals.leaseTtl, await storeOpener(chooseStore(globals, stateDir)), options);
+    const opener = await storeOpener(chooseStore(globals, stateDir), chooseKeyFile(globals, stateDir));
+    ctx = new CliContext(stateDir, globals.logLevel, globals.logFormat, globals.leaseTtl, opener, options);
     code = await run(ctx);
   } catch (error) {
     if (error instanceof InvalidInputError) {
@@ -67,6 +68,8 @@ export function buildProgram(): Command {
     .option('--etcd-cacert <file>', 'with --store etcd: CA certificate to verify etcd with ($FASTPLANE_ETCD_CACERT)')
     .option('--etcd-cert <file>', 'with --store etcd: client certificate ($FASTPLANE_ETCD_CERT)')
     .option('--etcd-key <file>', 'with --store etcd: client key ($FASTPLANE_ETCD_KEY)')
+    .option('--insecure-store', 'with --store etcd: accept http:// endpoints or no client certificate, so anyone on the way can read and change every record ($FASTPLANE_INSECURE_STORE=1)')
+    .option('--secrets-key <file>', "the key file that seals the CA and member keys in the store; the same file on every host sharing a store ($FASTPLANE_SECRETS_KEY; default <state dir>/secrets.key, made when missing)")
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
@@ -152,6 +155,12 @@ export function buildProgram(): Command {
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
     .option('--ca', 'with renew: also rotate the CA (trust both, re-issue from the new CA, drop the old), members restarted one at a time')
     .action(async (first: string, second: string | undefined, flags: { output: string; ca?: boolean }) => withContext(program, async (ctx) => (await import('./commands/certs.ts')).certsCommand(ctx, first, second, flags)));
+
+  program
+    .command('secrets <action>')
+    .description("secrets rotate: seal every control plane's documents in the store again with the key file's first key, so the other keys can leave the file")
+    .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
+    .action(async (action: string, flags: { output: string }) => withContext(program, async (ctx) => (await import('./commands/secrets.ts')).secretsCommand(ctx, action, flags)));
 
   program
     .command('recover <name>')

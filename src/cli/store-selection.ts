@@ -1,12 +1,15 @@
 import { accessSync, constants, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../api/errors.ts';
 import type { StateStore } from '../ports/state-store.ts';
+import { DEFAULT_KEY_FILE, loadKeyFile, type SealingKeys } from '../adapters/sealing-keys.ts';
 
 /**
  * Where the records live: `--store sqlite` (the default, a file in the state dir, for one host) or
  * `--store etcd` (an etcd cluster, shared by every host and process that points at it, such as a
  * management control plane fastplane itself brought up). Flags win over the FASTPLANE_* variables.
+ * An etcd store is reached over https with a client certificate, or with --insecure-store only.
+ * The key file that seals the documents in it is this host's (--secrets-key).
  */
 
 export interface StoreFlags {
@@ -15,6 +18,8 @@ export interface StoreFlags {
   etcdCacert?: string;
   etcdCert?: string;
   etcdKey?: string;
+  insecureStore?: boolean;
+  secretsKey?: string;
 }
 
 export type StoreChoice =
@@ -65,6 +70,7 @@ export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.Pro
       [flags.etcdCacert, '--etcd-cacert'],
       [flags.etcdCert, '--etcd-cert'],
       [flags.etcdKey, '--etcd-key'],
+      [flags.insecureStore === true ? 'given' : undefined, '--insecure-store'],
     ] as const
   ).filter(([value]) => value !== undefined);
   if (kind === undefined || kind.value === 'sqlite') {
@@ -91,28 +97,54 @@ export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.Pro
     ...(cert === undefined ? {} : { certFile: checkFile(cert, problems) }),
     ...(key === undefined ? {} : { keyFile: checkFile(key, problems) }),
   };
+  const insecure = flags.insecureStore === true || ['1', 'true'].includes(env.FASTPLANE_INSECURE_STORE ?? '');
+  if (!insecure) {
+    // Every record and the sealed secrets cross this connection: refused in clear, or to anyone unnamed.
+    for (const endpoint of endpoints.filter((e) => /^http:/i.test(e))) {
+      problems.push(`${list?.name ?? '--etcd-endpoints'}: ${endpoint} is plain http, readable and changeable on the way; use https with a client certificate, or pass --insecure-store`);
+    }
+    if (cert === undefined && key === undefined) problems.push('--etcd-cert: required with --store etcd (a client certificate the store authenticates, with --etcd-key), or pass --insecure-store');
+  }
   if (problems.length > 0) throw new InvalidInputError(problems);
   return { kind: 'etcd', endpoints, tls };
+}
+
+/** The key file that seals the store's documents: --secrets-key, $FASTPLANE_SECRETS_KEY, else the state dir's, made when missing. */
+export interface KeyFileChoice {
+  path: string;
+  /** Only the state dir's default is created; a named file must be there. */
+  create: boolean;
+}
+
+export function chooseKeyFile(flags: StoreFlags, stateDir: string, env: NodeJS.ProcessEnv = process.env): KeyFileChoice {
+  const named = setting(flags.secretsKey, '--secrets-key', env, 'FASTPLANE_SECRETS_KEY');
+  return named === undefined ? { path: join(stateDir, DEFAULT_KEY_FILE), create: true } : { path: resolve(named.value), create: false };
 }
 
 export interface OpenedStore {
   store: StateStore;
   /** Where the records are, for messages. */
   location: string;
+  /** This host's keys for the store's documents. */
+  sealing: SealingKeys;
 }
 
 /**
  * What opens the chosen store, loaded ahead (etcd's client, gRPC, only when it is the one chosen) so
  * that the store itself is opened after every other setting was checked: bad input creates nothing.
  */
-export async function storeOpener(choice: StoreChoice): Promise<() => OpenedStore> {
+export async function storeOpener(choice: StoreChoice, keyFile: KeyFileChoice): Promise<() => OpenedStore> {
+  // A key file that is there is checked now; the state dir's is made once the state dir is.
+  const known = keyFile.create ? undefined : loadKeyFile(keyFile.path, false);
+  const sealing = (): SealingKeys => known ?? loadKeyFile(keyFile.path, true);
   if (choice.kind === 'sqlite') {
     const { SqliteStateStore } = await import('../adapters/stores/sqlite-state-store.ts');
-    return () => ({ store: new SqliteStateStore(choice.path), location: dirname(choice.path) });
+    return () => ({ sealing: sealing(), store: new SqliteStateStore(choice.path), location: dirname(choice.path) });
   }
   const { EtcdStateStore } = await import('../adapters/stores/etcd-state-store.ts');
   return () => {
+    const keys = sealing();
     const store = new EtcdStateStore({ endpoints: choice.endpoints, tls: choice.tls });
-    return { store, location: store.describe() };
+    return { sealing: keys, store, location: store.describe() };
   };
 }

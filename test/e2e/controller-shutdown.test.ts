@@ -45,7 +45,7 @@ async function controllerLeading(n: number): Promise<{ store: SingleEtcd; contro
   try {
     const base = defaultControlPlane(`slow${String(n)}`);
     await records.applySpec(validateControlPlane({ ...base, spec: { ...base.spec, replicas: 1, provider: { ...base.spec.provider, provisioningDelay: '1h' } } }), Date.now());
-    const controller = startController(env, ['--store', 'etcd', '--etcd-endpoints', store.endpoint, 'controller', '--id', id, '--metrics-address', `127.172.0.${String(250 + n)}:9464`]);
+    const controller = startController(env, ['--store', 'etcd', '--etcd-endpoints', store.endpoint, '--insecure-store', 'controller', '--id', id, '--metrics-address', `127.172.0.${String(250 + n)}:9464`]);
     entry.controller = controller;
     await waitFor('the controller to lead the cluster', async () => ((await records.getLease(`slow${String(n)}`))?.holder === id ? true : undefined), 60_000);
     // A pass or two under the lease, so calls to the store are in flight as in production.

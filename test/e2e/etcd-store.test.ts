@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Etcd3 } from 'etcd3';
 import { openKvClient, readTlsCredentials } from '../../src/adapters/etcd/etcd3-admin.ts';
@@ -93,12 +94,14 @@ test('another state dir sharing the etcd store sees the machines out of its reac
   // Both state dirs on an address range of their own, apart from mgmt's.
   const home = newEnv('127.169');
   const other = newEnv('127.169');
+  // The other host is given home's key file, as every host sharing a store is.
+  const otherFlags = (): string[] => [...storeFlags(), '--secrets-key', join(home.stateDir, 'secrets.key')];
   const up = await home.run([...storeFlags(), 'up', '--name', 'shared', '--replicas', '3', '--timeout', '120s', '-o', 'json']);
   assert.equal(up.code, 0, up.stderr);
   const before = await records<MachineRecord>('/fastplane/machines/shared/');
   assert.equal(before.length, 3);
 
-  const status = await other.run([...storeFlags(), 'status', 'shared', '-o', 'json']);
+  const status = await other.run([...otherFlags(), 'status', 'shared', '-o', 'json']);
   assert.equal(status.code, 0, status.stderr);
   const seen = statusOf(status.stdout).status;
   assert.equal(seen.machines.length, 3, 'every machine described');
@@ -106,17 +109,17 @@ test('another state dir sharing the etcd store sees the machines out of its reac
 
   // A reconcile from there changes nothing: no machine is taken for gone, no record is torn down.
   const startedAt = Date.now();
-  const again = await other.run([...storeFlags(), 'up', '--name', 'shared', '--replicas', '3', '--timeout', '60s', '-o', 'json']);
+  const again = await other.run([...otherFlags(), 'up', '--name', 'shared', '--replicas', '3', '--timeout', '60s', '-o', 'json']);
   assert.equal(again.code, 0, again.stderr);
   const after = await records<MachineRecord>('/fastplane/machines/shared/');
   assert.deepEqual(after.map((m) => m.name).sort(), before.map((m) => m.name).sort(), 'the same machines on record');
-  const events = await other.run([...storeFlags(), 'events', 'shared', '-o', 'json']);
+  const events = await other.run([...otherFlags(), 'events', 'shared', '-o', 'json']);
   assert.equal(events.code, 0, events.stderr);
   const acted = (JSON.parse(events.stdout) as EventRecord[]).filter((e) => e.at >= startedAt && e.action !== undefined);
   assert.deepEqual(acted.map((e) => `${e.action ?? ''} ${e.machine ?? ''}`), [], 'no action from the other state dir');
 
   // A lifecycle action from there is refused with the reason, not carried out on the wrong host.
-  const down = await other.run([...storeFlags(), 'down', 'shared', '--wait', '5s']);
+  const down = await other.run([...otherFlags(), 'down', 'shared', '--wait', '5s']);
   assert.notEqual(down.code, 0, 'down from another state dir cannot stop processes it cannot reach');
   assert.match(down.stderr, /cannot reach its processes/);
   const downAtHome = await home.run([...storeFlags(), 'down', 'shared']);
@@ -128,7 +131,7 @@ test('a bad store setting is exit 2 naming the flag; an etcd store that does not
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /^error: --etcd-endpoints: required with --store etcd/);
   // Nothing listens on this address (mgmt and app are in other blocks).
-  const silent = await env.run(['--store', 'etcd', '--etcd-endpoints', 'http://127.163.250.1:2379', 'status']);
+  const silent = await env.run(['--store', 'etcd', '--etcd-endpoints', 'http://127.163.250.1:2379', '--insecure-store', 'status']);
   assert.equal(silent.code, 1);
   assert.match(silent.stderr, /^error: etcd store unreachable at http:\/\/127\.163\.250\.1:2379/);
   assert.doesNotMatch(silent.stderr, /\n\s+at /, 'no stack trace');

@@ -102,7 +102,7 @@ describe('a lease is judged on the store clock: a replica whose clock runs ahead
     run.etcd = await startSingleEtcd('127.174.0.240');
     const records = new EtcdStateStore({ endpoints: [run.etcd.endpoint] });
     run.records = records;
-    await skewedReplicaWaits(env, ['--store', 'etcd', '--etcd-endpoints', run.etcd.endpoint], records, run, '127.174.0');
+    await skewedReplicaWaits(env, ['--store', 'etcd', '--etcd-endpoints', run.etcd.endpoint, '--insecure-store'], records, run, '127.174.0');
   });
 
   test('SQLite store (one host: its boot clock, which faketime does not move)', async () => {

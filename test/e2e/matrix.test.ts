@@ -69,7 +69,7 @@ function tableLine(r: RowResult): string {
 function storeFlags(row: Combination): string[] {
   if (row.store === 'sqlite') return [];
   assert.ok(mgmt, 'the store etcd runs');
-  return ['--store', 'etcd', '--etcd-endpoints', mgmt.endpoint];
+  return ['--store', 'etcd', '--etcd-endpoints', mgmt.endpoint, '--insecure-store'];
 }
 
 function specOf(row: Combination): Record<string, unknown> {

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
 import { renderAccess } from '../../src/cli/commands/endpoints.ts';
-import { chooseStore } from '../../src/cli/store-selection.ts';
+import { chooseKeyFile, chooseStore } from '../../src/cli/store-selection.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-store-selection-'));
 after(() => {
@@ -44,9 +44,9 @@ describe('chooseStore', () => {
       endpoints: ['https://10.0.0.1:2379', 'https://10.0.0.2:2379'],
       tls: { caFile: ca, certFile: cert, keyFile: key },
     });
-    const env = { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'http://10.0.0.9:2379', FASTPLANE_ETCD_CACERT: ca };
-    assert.deepEqual(chooseStore({}, '/state', env), { kind: 'etcd', endpoints: ['http://10.0.0.9:2379'], tls: { caFile: ca } });
-    assert.deepEqual(chooseStore({ etcdEndpoints: 'http://10.0.0.1:2379' }, '/state', env), { kind: 'etcd', endpoints: ['http://10.0.0.1:2379'], tls: { caFile: ca } });
+    const env = { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'https://10.0.0.9:2379', FASTPLANE_ETCD_CACERT: ca, FASTPLANE_ETCD_CERT: cert, FASTPLANE_ETCD_KEY: key };
+    assert.deepEqual(chooseStore({}, '/state', env), { kind: 'etcd', endpoints: ['https://10.0.0.9:2379'], tls: { caFile: ca, certFile: cert, keyFile: key } });
+    assert.deepEqual(chooseStore({ etcdEndpoints: 'https://10.0.0.1:2379' }, '/state', env), { kind: 'etcd', endpoints: ['https://10.0.0.1:2379'], tls: { caFile: ca, certFile: cert, keyFile: key } });
     assert.equal(chooseStore({ store: 'sqlite' }, '/state', { FASTPLANE_STORE: 'etcd' }).kind, 'sqlite');
   });
 
@@ -54,12 +54,33 @@ describe('chooseStore', () => {
     assert.match(problemsOf(() => chooseStore({ store: 'redis' }, '/s', {})).join(), /^--store: must be sqlite or etcd, got redis/);
     assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'nope' })).join(), /^FASTPLANE_STORE: must be sqlite or etcd/);
     assert.match(problemsOf(() => chooseStore({ store: 'etcd' }, '/s', {})).join(), /^--etcd-endpoints: required with --store etcd/);
-    assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: '10.0.0.1:2379' }, '/s', {})).join(), /--etcd-endpoints: 10\.0\.0\.1:2379 is not a client URL/);
-    assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'ftp://x:1' })).join(), /^FASTPLANE_ETCD_ENDPOINTS: ftp:\/\/x:1 is not a client URL/);
+    assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: '10.0.0.1:2379', insecureStore: true }, '/s', {})).join(), /--etcd-endpoints: 10\.0\.0\.1:2379 is not a client URL/);
+    assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'ftp://x:1', FASTPLANE_INSECURE_STORE: '1' })).join(), /^FASTPLANE_ETCD_ENDPOINTS: ftp:\/\/x:1 is not a client URL/);
     const missing = problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: 'https://h:2379', etcdCacert: join(dir, 'none.crt'), etcdCert: cert, etcdKey: dir }, '/s', {}));
     assert.deepEqual(missing, [`--etcd-cacert: no such file: ${join(dir, 'none.crt')}`, `--etcd-key: not a file: ${dir}`]);
     assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: 'https://h:2379', etcdCert: cert }, '/s', {})).join(), /^--etcd-key: required with --etcd-cert/);
     assert.match(problemsOf(() => chooseStore({ etcdCacert: ca }, '/s', {})).join(), /^--etcd-cacert: only with --store etcd/);
+    assert.match(problemsOf(() => chooseStore({ insecureStore: true }, '/s', {})).join(), /^--insecure-store: only with --store etcd/);
+  });
+
+  test('plain http or no client certificate is refused unless --insecure-store (or FASTPLANE_INSECURE_STORE=1) says so', () => {
+    const http = { store: 'etcd', etcdEndpoints: 'https://10.0.0.1:2379,http://10.0.0.2:2379', etcdCacert: ca, etcdCert: cert, etcdKey: key };
+    assert.deepEqual(problemsOf(() => chooseStore(http, '/s', {})), [
+      '--etcd-endpoints: http://10.0.0.2:2379 is plain http, readable and changeable on the way; use https with a client certificate, or pass --insecure-store',
+    ]);
+    assert.deepEqual(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'https://10.0.0.1:2379', FASTPLANE_ETCD_CACERT: ca })), [
+      '--etcd-cert: required with --store etcd (a client certificate the store authenticates, with --etcd-key), or pass --insecure-store',
+    ]);
+    assert.deepEqual(chooseStore({ ...http, insecureStore: true }, '/s', {}), { kind: 'etcd', endpoints: ['https://10.0.0.1:2379', 'http://10.0.0.2:2379'], tls: { caFile: ca, certFile: cert, keyFile: key } });
+    assert.deepEqual(chooseStore({ store: 'etcd', etcdEndpoints: 'http://10.0.0.1:2379' }, '/s', { FASTPLANE_INSECURE_STORE: '1' }), { kind: 'etcd', endpoints: ['http://10.0.0.1:2379'], tls: {} });
+  });
+});
+
+describe('chooseKeyFile', () => {
+  test("the state dir's secrets.key, made when missing; a named file (flag winning over variable) must be there", () => {
+    assert.deepEqual(chooseKeyFile({}, '/state', {}), { path: join('/state', 'secrets.key'), create: true });
+    assert.deepEqual(chooseKeyFile({}, '/state', { FASTPLANE_SECRETS_KEY: '/keys/a' }), { path: '/keys/a', create: false });
+    assert.deepEqual(chooseKeyFile({ secretsKey: '/keys/b' }, '/state', { FASTPLANE_SECRETS_KEY: '/keys/a' }), { path: '/keys/b', create: false });
   });
 });
 
@@ -82,7 +103,8 @@ describe('endpoints output', () => {
       ].join('\n'),
     );
     assert.deepEqual(JSON.parse(renderAccess(access, 'json')), access);
-    assert.equal(renderAccess({ endpoints: ['http://127.77.1.1:2379'] }, 'flags'), '--store etcd --etcd-endpoints http://127.77.1.1:2379', 'an insecure cluster has no TLS flags');
+    assert.equal(renderAccess({ endpoints: ['http://127.77.1.1:2379'] }, 'flags'), '--store etcd --etcd-endpoints http://127.77.1.1:2379 --insecure-store', 'an insecure cluster has no TLS flags and says so');
+    assert.equal(renderAccess({ endpoints: ['http://127.77.1.1:2379'] }, 'env').split('\n').at(-1), 'export FASTPLANE_INSECURE_STORE=1');
     assert.throws(() => renderAccess(access, 'yaml'), /-o: must be flags, env or json/);
   });
 });

@@ -11,3 +11,8 @@ export interface ProviderEnvironment {
   /** Tests only: certificates issued with this lifetime. */
   certValidityMs: number | undefined;
 }
+
+/** The scope of a provider's documents of a cluster in the record store (its StoredClusterState). */
+export function stateScope(provider: string, cluster: string): string {
+  return `${provider}/${cluster}`;
+}

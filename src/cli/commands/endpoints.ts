@@ -23,11 +23,13 @@ export function renderAccess(access: ClientAccess, format: string): string {
     ['--etcd-key', 'FASTPLANE_ETCD_KEY', access.key],
   ];
   const given = pairs.flatMap(([flag, env, value]) => (value === undefined ? [] : [{ flag, env, value }]));
+  // A cluster without TLS is a store only with the flag that says so (store-selection.ts).
+  const insecure = access.cert === undefined;
   switch (format) {
     case 'flags':
-      return ['--store etcd', ...given.map(({ flag, value }) => `${flag} ${quoted(value)}`)].join(' ');
+      return ['--store etcd', ...given.map(({ flag, value }) => `${flag} ${quoted(value)}`), ...(insecure ? ['--insecure-store'] : [])].join(' ');
     case 'env':
-      return ['export FASTPLANE_STORE=etcd', ...given.map(({ env, value }) => `export ${env}=${quoted(value)}`)].join('\n');
+      return ['export FASTPLANE_STORE=etcd', ...given.map(({ env, value }) => `export ${env}=${quoted(value)}`), ...(insecure ? ['export FASTPLANE_INSECURE_STORE=1'] : [])].join('\n');
     case 'json':
       return JSON.stringify(access, null, 2);
     default:

@@ -16,6 +16,7 @@ import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from 
 import { initStartSuppressed } from './test-markers.ts';
 import { LocalEtcd, type LocalEtcdOptions } from './local-etcd.ts';
 import { ComponentProvider, type ComponentProviderOptions } from '../component-provider.ts';
+import { stateScope } from '../provider-environment.ts';
 
 /**
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
@@ -294,7 +295,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   }
 
   protected state(cluster: string): StoredClusterState {
-    return new StoredClusterState(this.store, `local-process/${cluster}`, this.clusterDir(cluster));
+    return new StoredClusterState(this.store, stateScope('local-process', cluster), this.clusterDir(cluster));
   }
 
   /** The machine when it lives here; a clear error when it lives in another state dir or on another host. */

@@ -9,6 +9,7 @@ import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
 import { ComponentProvider } from '../component-provider.ts';
+import { stateScope } from '../provider-environment.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
 import { remoteMember, wipeScript } from './remote-scripts.ts';
 import { CLIENT_PORT, PEER_PORT, SshEtcd, type MemberSeen } from './ssh-etcd.ts';
@@ -286,7 +287,7 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   }
 
   protected state(cluster: string): StoredClusterState {
-    return new StoredClusterState(this.options.store, `ssh/${cluster}`, join(this.options.stateDir, 'clusters', cluster));
+    return new StoredClusterState(this.options.store, stateScope('ssh', cluster), join(this.options.stateDir, 'clusters', cluster));
   }
 
   private async read(cluster: string, name: string): Promise<SshMachineFile | undefined> {
