@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ownIdentity } from '../../src/adapters/host/process-identity.ts';
@@ -79,5 +81,60 @@ describe('withLock', () => {
     rmSync(path);
     await waiting;
     assert.equal(ran, true);
+  });
+
+  test('a holder that is alive but frozen for longer than 10 s keeps its lock', { timeout: 120_000 }, async () => {
+    const path = join(dir, 'frozen.lock');
+    const done = join(dir, 'frozen.done');
+    const script = join(dir, 'holder.mts');
+    const stateFiles = fileURLToPath(new URL('../../src/adapters/state-files.ts', import.meta.url));
+    writeFileSync(script, [
+      `import { existsSync } from 'node:fs';`,
+      `import { withLock } from ${JSON.stringify(stateFiles)};`,
+      `await withLock(${JSON.stringify(path)}, async () => {`,
+      `  console.log('held');`,
+      `  while (!existsSync(${JSON.stringify(done)})) await new Promise((resolve) => setTimeout(resolve, 20));`,
+      `});`,
+    ].join('\n'));
+    const holder = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const pid = holder.pid;
+    assert.ok(pid !== undefined);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        holder.stdout.on('data', (chunk: Buffer) => { if (chunk.toString().includes('held')) resolve(); });
+        holder.once('exit', () => { reject(new Error('the holder exited before it held the lock')); });
+      });
+      const held = readFileSync(path, 'utf8');
+      process.kill(pid, 'SIGSTOP');
+      let ran = false;
+      const waiting = withLock(path, () => {
+        ran = true;
+        return Promise.resolve();
+      });
+      await sleep(12_000);
+      assert.equal(ran, false, 'the frozen holder still holds the lock');
+      assert.equal(readFileSync(path, 'utf8'), held, 'its lock file is untouched');
+      process.kill(pid, 'SIGCONT');
+      writeFileSync(done, '');
+      await once(holder, 'exit');
+      await waiting;
+      assert.equal(ran, true, 'taken once the holder let go');
+    } finally {
+      if (holder.exitCode === null && holder.signalCode === null) {
+        process.kill(pid, 'SIGCONT');
+        process.kill(pid, 'SIGKILL');
+      }
+    }
+  });
+
+  test("releasing a lock that another holder's lock replaced leaves the other's lock in place", async () => {
+    const path = join(dir, 'replaced.lock');
+    const other = lockOf(process.pid);
+    await withLock(path, () => {
+      writeFileSync(path, other);
+      return Promise.resolve();
+    });
+    assert.equal(readFileSync(path, 'utf8'), other, "the other holder's lock is kept");
+    rmSync(path);
   });
 });
