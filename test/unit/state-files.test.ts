@@ -6,9 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
+import { mkdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ownIdentity } from '../../src/adapters/host/process-identity.ts';
 import { withLock } from '../../src/adapters/state-files.ts';
+import { StoredClusterState } from '../../src/adapters/stored-cluster-state.ts';
+import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-lock-'));
 after(() => {
@@ -136,5 +139,39 @@ describe('withLock', () => {
     });
     assert.equal(readFileSync(path, 'utf8'), other, "the other holder's lock is kept");
     rmSync(path);
+  });
+
+  test('a read (status) while a writer holds the lock does not wait for it and writes nothing', { timeout: 30_000 }, async () => {
+    const store = new MemoryStateStore();
+    const state = new StoredClusterState(store, 'local-process/c', join(dir, 'clusters', 'c'));
+    const ca = join(state.cacheDir, 'pki', 'ca.crt');
+    await state.withFiles(['pki'], async () => {
+      await mkdir(join(state.cacheDir, 'pki'), { recursive: true });
+      writeFileSync(ca, 'CA-1');
+    });
+    const stored = await store.listDocuments('local-process/c');
+    let letGo = (): void => undefined;
+    const writing = state.withFiles(['pki'], async () => {
+      // A change in progress: the new CA is written here, not stored yet.
+      writeFileSync(ca, 'CA-2 being written');
+      await new Promise<void>((resolve) => { letGo = resolve; });
+    });
+    await sleep(100);
+    const writes: string[] = [];
+    const watched = new StoredClusterState({
+      getDocument: (scope, key) => store.getDocument(scope, key),
+      listDocuments: (scope) => store.listDocuments(scope),
+      putDocument: (scope, key) => { writes.push(key); return Promise.reject(new Error('a read wrote')); },
+      deleteDocument: (scope, key) => { writes.push(key); return Promise.reject(new Error('a read wrote')); },
+      putDocuments: (scope, puts) => { writes.push(...puts.map((p) => p.key)); return Promise.reject(new Error('a read wrote')); },
+    }, 'local-process/c', state.cacheDir);
+    // Were the read to wait for the writer's lock, it would never end (the writer waits for it): the case times out.
+    const read = await watched.readFiles((root) => readFile(join(root, 'pki', 'ca.crt'), 'utf8'));
+    assert.equal(read, 'CA-1', 'the stored CA, read at once');
+    assert.deepEqual(writes, [], 'nothing stored');
+    assert.equal(readFileSync(ca, 'utf8'), 'CA-2 being written', "the writer's copy is left alone");
+    assert.deepEqual(await store.listDocuments('local-process/c'), stored);
+    letGo();
+    await writing;
   });
 });
