@@ -205,19 +205,22 @@ export class StoredClusterState {
       // Another process may have written the same generation first: its copy is as good.
       await rename(tmp, root).catch(() => rm(tmp, { recursive: true, force: true }));
     }
-    await this.pointCurrentAt(name);
-    await pruneSnapshots(parent, name);
+    const shown = await this.pointCurrentAt(name);
+    await pruneSnapshots(parent, [name, shown]);
     return root;
   }
 
-  private async pointCurrentAt(name: string): Promise<void> {
+  /** Moves `current` to the snapshot `name` unless it shows a later one of the same incarnation; the name it shows. */
+  private async pointCurrentAt(name: string): Promise<string> {
     const link = join(this.cacheDir, CURRENT);
     const [incarnation, generation] = name.split('.');
-    const [shownIncarnation, shownGeneration] = ((await readlink(link).catch(() => '')).split('/').pop() ?? '').split('.');
-    if (shownIncarnation === incarnation && Number(shownGeneration) >= Number(generation)) return;
+    const shown = (await readlink(link).catch(() => '')).split('/').pop() ?? '';
+    const [shownIncarnation, shownGeneration] = shown.split('.');
+    if (shownIncarnation === incarnation && Number(shownGeneration) >= Number(generation)) return shown;
     const tmp = `${link}.${String(process.pid)}.${randomUUID()}.tmp`;
     await symlink(join(GENERATIONS, name), tmp);
     await rename(tmp, link);
+    return name;
   }
 
   /** Every record and file of the cluster, in the store and in the cache dir; the manifest first. */
@@ -255,9 +258,9 @@ async function filesUnder(root: string, dirs: readonly string[]): Promise<string
 }
 
 /** Removes the snapshots other than `kept` that nobody wrote for SNAPSHOT_KEPT_MS (a reader's paths stay valid meanwhile). */
-async function pruneSnapshots(parent: string, kept: string): Promise<void> {
+async function pruneSnapshots(parent: string, kept: readonly string[]): Promise<void> {
   for (const name of await readdir(parent).catch(() => [])) {
-    if (name === kept) continue;
+    if (kept.includes(name)) continue;
     const info = await stat(join(parent, name)).catch(() => undefined);
     if (info !== undefined && Date.now() - info.mtimeMs > SNAPSHOT_KEPT_MS) await rm(join(parent, name), { recursive: true, force: true });
   }

@@ -73,17 +73,19 @@ export class ClusterPki {
     await this.withCa(cluster, () => pki.advanceCaRotation(this.pkiDir(cluster), phase));
   }
 
-  /** Every certificate file of the cluster as stored: its CA, fastplane's client, each named machine's server and peer. */
+  /**
+   * Every certificate file of the cluster as stored: its CA, fastplane's client, each named machine's
+   * server and peer; named under `current`, so a file keeps its name from one generation to the next.
+   */
   certificateFiles(cluster: string, names: readonly string[]): Promise<string[]> {
-    return this.state(cluster).readFiles((root) => {
-      const pkiDir = join(root, 'pki');
-      const client = clientTlsFiles(pkiDir);
-      const members = names.flatMap((name) => {
-        const files = memberTlsFiles(pkiDir, join(root, memberPki(name)));
-        return [files.certFile, files.peerCertFile];
-      });
-      return Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file)));
+    const state = this.state(cluster);
+    const client = clientTlsFiles('pki');
+    const members = names.flatMap((name) => {
+      const files = memberTlsFiles('pki', memberPki(name));
+      return [files.certFile, files.peerCertFile];
     });
+    const paths = [client.caFile, client.certFile, ...members];
+    return state.readFiles((root) => Promise.resolve(paths.filter((path) => existsSync(join(root, path))).map((path) => join(state.currentDir(), path))));
   }
 
   /** Runs `use` on this host's copy of the CA files, as stored, and stores what it leaves there. */
