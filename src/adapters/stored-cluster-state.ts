@@ -120,13 +120,15 @@ export class StoredClusterState {
     return join(this.cacheDir, CURRENT);
   }
 
-  /** The stored generation, checked whole; a store without a manifest (older versions) holds generation 0. */
+  /** The stored generation, checked whole; files stored before generations (no manifest) are generation 0. */
   private async storedSnapshot(): Promise<Snapshot> {
     const documents = await this.store.listDocuments(this.scope);
     const manifest = documents.find((d) => d.key === GENERATION);
     const stored = new Map(documents.flatMap((d) => (d.key.startsWith(FILE) ? [[d.key.slice(FILE.length), JSON.parse(d.value) as StoredFile] as const] : [])));
     const decode = (file: StoredFile): { mode: number; data: Buffer } => ({ mode: file.mode, data: Buffer.from(file.data, 'base64') });
-    if (manifest === undefined) return { generation: 0, files: new Map([...stored].map(([path, file]) => [path, decode(file)])) };
+    // Files that carry an incarnation but have no manifest are what a `down` interrupted after the
+    // manifest went: never brought back. Files without one were stored before generations.
+    if (manifest === undefined) return { generation: 0, files: new Map([...stored].flatMap(([path, file]) => (file.incarnation === undefined ? [[path, decode(file)] as const] : []))) };
     const generation = JSON.parse(manifest.value) as Generation;
     const files = new Map<string, { mode: number; data: Buffer }>();
     for (const [path, hash] of Object.entries(generation.files)) {

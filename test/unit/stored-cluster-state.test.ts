@@ -103,4 +103,16 @@ describe('StoredClusterState: files in generations', () => {
     const incarnations = new Set((await store.listDocuments('local-process/c')).map((d) => (JSON.parse(d.value) as { incarnation?: string }).incarnation));
     assert.equal(incarnations.size, 1, 'every stored document carries the one incarnation');
   });
+
+  test('a `down` interrupted after the manifest went never brings its files back', async () => {
+    const store = new MemoryStateStore();
+    const state = host(store);
+    await state.withFiles(['pki'], () => writeCa(state, 'OLD-CERT', 'OLD-KEY'));
+    // drop() removes the manifest first, then each document: stopped right after the first step.
+    await store.putDocuments('local-process/c', [], ['files']);
+    const other = host(store);
+    assert.equal(await other.readFiles((root) => Promise.resolve(existsSync(join(root, 'pki', 'ca.crt')))), false, 'a reader sees no files');
+    await other.withFiles(['pki'], () => writeCa(other, 'NEW-CERT', 'NEW-KEY'));
+    assert.deepEqual([await storedFile(store, 'pki/ca.crt'), await storedFile(store, 'pki/ca.key')], ['NEW-CERT', 'NEW-KEY']);
+  });
 });
