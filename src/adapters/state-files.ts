@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { link, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { link, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ProcessIdentity } from '../ports/state-store.ts';
@@ -18,9 +18,18 @@ export async function writeFileAtomic(path: string, data: string | Buffer, mode 
   await rename(tmp, path);
 }
 
-const STALE_LOCK_MS = 10_000;
+/** How long a caller waits for a holder that is not proven gone before it gives up with an error. */
+const LOCK_WAIT_MS = 60_000;
 
-/** The identity a lock file names (one JSON line); none in a lock of an older version or a torn one. */
+/** A lock whose holder kept it longer than a caller would wait, and is not proven gone. */
+export class LockBusyError extends Error {
+  override readonly name = 'LockBusyError';
+  constructor(readonly path: string, held: string) {
+    super(`${path} is still held (${held.trim()}); if no fastplane process that uses this state dir runs any more, remove the file`);
+  }
+}
+
+/** The identity a lock file names (one JSON line); none in a lock of an older version. */
 function lockHolder(held: string): ProcessIdentity | undefined {
   try {
     const { identity } = JSON.parse(held) as { identity?: Partial<ProcessIdentity> };
@@ -34,53 +43,52 @@ function lockHolder(held: string): ProcessIdentity | undefined {
 
 /**
  * Runs fn holding an exclusive lock file that names its holder (a unique token and the holder's
- * process identity). The holder touches it every 2 s, so a lock is broken only when its holder is
- * proven gone (src/adapters/host/process-identity.ts: not merely a PID that is free here, which in a
- * state dir shared with a container may be another namespace's) or when this process saw it untouched
- * for 10 s. Its times are only compared with each other, never with this process's clock.
+ * process identity). The file appears whole (linked from a written temporary file), so it always
+ * names its holder. A lock is broken only when its holder is proven gone
+ * (src/adapters/host/process-identity.ts: not merely a PID that is free here, which in a state dir
+ * shared with a container may be another namespace's); a holder that is alive but slow or frozen keeps
+ * it, however long, and a caller gives up after LOCK_WAIT_MS with LockBusyError. Release removes the
+ * lock only while it is still the caller's own.
  */
 export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
   const identity = ownIdentity();
   const content = `${JSON.stringify({ token: randomUUID(), pid: process.pid, ...(identity ? { identity } : {}) })}\n`;
-  let seen: { held: string; mtimeMs: number; since: number } | undefined;
+  const started = performance.now();
   for (;;) {
-    try {
-      await writeFile(path, content, { flag: 'wx' });
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-      const held = await readFile(path, 'utf8').catch(() => undefined);
-      const mtimeMs = await stat(path).then((info) => info.mtimeMs, () => undefined);
-      if (held === undefined || mtimeMs === undefined) {
-        // Released while we looked, most likely.
-        await sleep(20);
-        continue;
-      }
-      if (seen?.held !== held || seen.mtimeMs !== mtimeMs) seen = { held, mtimeMs, since: performance.now() };
-      const untouched = performance.now() - seen.since > STALE_LOCK_MS;
-      // A holder dies mid-write only before its line ends: such a lock is only ever broken as untouched.
-      if (untouched || (held.endsWith('\n') && isProvenGone(lockHolder(held)))) await breakLock(path, held);
-      else await sleep(20);
-    }
+    if (await createWhole(path, content)) break;
+    const held = await readFile(path, 'utf8').catch(() => undefined);
+    if (held === undefined) continue; // released while we looked
+    if (isProvenGone(lockHolder(held))) await removeIf(path, held);
+    else if (performance.now() - started > LOCK_WAIT_MS) throw new LockBusyError(path, held);
+    else await sleep(20);
   }
-  const touch = setInterval(() => {
-    const now = new Date();
-    void utimes(path, now, now).catch(() => undefined);
-  }, STALE_LOCK_MS / 5);
-  touch.unref();
   try {
     return await fn();
   } finally {
-    clearInterval(touch);
-    await rm(path, { force: true });
+    await removeIf(path, content);
+  }
+}
+
+/** Creates `path` holding `content` unless it exists: a reader never sees it empty or half written. */
+async function createWhole(path: string, content: string): Promise<boolean> {
+  const tmp = `${path}.${String(process.pid)}.${String(++tmpCounter)}.tmp`;
+  await writeFile(tmp, content);
+  try {
+    await link(tmp, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return false;
+  } finally {
+    await rm(tmp, { force: true });
   }
 }
 
 /**
- * Removes the lock only if it is still the one judged stale: moved aside first (only one breaker
- * wins the move), and put back when what was moved is a newer holder's lock.
+ * Removes the lock only if it still holds `expected`: moved aside first (only one caller wins the
+ * move), and put back when what was moved is another holder's lock.
  */
-async function breakLock(path: string, stale: string): Promise<void> {
+async function removeIf(path: string, expected: string): Promise<void> {
   const aside = `${path}.${String(process.pid)}.${String(++tmpCounter)}.broken`;
   try {
     await rename(path, aside);
@@ -88,7 +96,7 @@ async function breakLock(path: string, stale: string): Promise<void> {
     return;
   }
   const moved = await readFile(aside, 'utf8').catch(() => undefined);
-  if (moved !== stale) await link(aside, path).catch(() => undefined);
+  if (moved !== expected) await link(aside, path).catch(() => undefined);
   await rm(aside, { force: true });
 }
 

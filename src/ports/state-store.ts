@@ -67,6 +67,8 @@ export interface StateStore {
   getDocument(scope: string, key: string): Promise<string | undefined>;
   putDocument(scope: string, key: string, value: string): Promise<void>;
   deleteDocument(scope: string, key: string): Promise<void>;
+  /** Stores `puts` and removes `deletes` as one write: a reader sees all of them or none, even when the call fails. */
+  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void>;
   /** Every document of the scope, by key. */
   listDocuments(scope: string): Promise<StoredDocument[]>;
   close(): Promise<void>;

@@ -55,6 +55,18 @@ describe('EtcdStateStore', () => {
     }
   });
 
+  test('putDocuments is one transaction: a batch etcd refuses (more operations than --max-txn-ops) stores none of it', async () => {
+    const store = new EtcdStateStore({ endpoints: [endpoint()], prefix: '/batch/' });
+    try {
+      await store.putDocuments('local-process/c', [{ key: 'files', value: 'generation 1' }], []);
+      const puts = Array.from({ length: 200 }, (_, i) => ({ key: `file/${String(i)}`, value: String(i) }));
+      await assert.rejects(store.putDocuments('local-process/c', [...puts, { key: 'files', value: 'generation 2' }], []));
+      assert.deepEqual(await store.listDocuments('local-process/c'), [{ key: 'files', value: 'generation 1' }]);
+    } finally {
+      await store.close();
+    }
+  });
+
   test('an unreachable etcd is a clear error, not a hang', async () => {
     const store = new EtcdStateStore({ endpoints: ['http://127.160.0.2:2379'], callTimeoutMs: 1000 });
     try {

@@ -340,5 +340,21 @@ export function defineStateStoreContract(label: string, make: () => StateStoreFi
         assert.deepEqual(await store.listDocuments('ssh/alph'), [], 'a scope is not a prefix of another');
       }),
     );
+
+    test(
+      'putDocuments stores its puts and removes its deletes as one write, in its own scope only',
+      withStore(async (store, other) => {
+        await store.putDocuments('ssh/alpha', [{ key: 'file/a', value: 'A1' }, { key: 'file/b', value: 'B1' }], []);
+        await store.putDocument('ssh/beta', 'file/a', 'other scope');
+        await other.putDocuments('ssh/alpha', [{ key: 'file/a', value: 'A2' }, { key: 'generation', value: '2' }], ['file/b', 'file/never-stored']);
+        assert.deepEqual(await store.listDocuments('ssh/alpha'), [
+          { key: 'file/a', value: 'A2' },
+          { key: 'generation', value: '2' },
+        ]);
+        assert.deepEqual(await store.listDocuments('ssh/beta'), [{ key: 'file/a', value: 'other scope' }]);
+        await store.putDocuments('ssh/alpha', [], ['file/a', 'generation']);
+        assert.deepEqual(await other.listDocuments('ssh/alpha'), []);
+      }),
+    );
   });
 }

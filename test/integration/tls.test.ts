@@ -83,7 +83,7 @@ test('a cluster gets one CA even when its machines are created in parallel; memb
   const infras = await Promise.all([1, 2, 3].map((ordinal) => provider.create({ cluster: 'pki', name: `m${String(ordinal)}`, ordinal })));
   const pkiDir = join(stateDir, 'clusters', 'pki', 'pki');
   const client = provider.clientTls('pki');
-  assert.deepEqual(client, clientTlsFiles(pkiDir));
+  assert.deepEqual(client, clientTlsFiles(join(stateDir, 'clusters', 'pki', 'current', 'pki')), 'the newest stored generation, as this host last saw it');
   const caPem = readFileSync(client.caFile, 'utf8');
   const ca = read(client.caFile);
   assert.equal(ca.ca, true);

@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
+import { mkdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ownIdentity } from '../../src/adapters/host/process-identity.ts';
 import { withLock } from '../../src/adapters/state-files.ts';
+import { StoredClusterState } from '../../src/adapters/stored-cluster-state.ts';
+import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-lock-'));
 after(() => {
@@ -27,13 +32,13 @@ function lockOf(pid: number, other: { bootId?: string } = {}): string {
 }
 
 describe('withLock', () => {
-  test('a lock left by a process of this host that no longer runs is taken over at once, not after 10 s', async () => {
+  test('a lock left by a process of this host that no longer runs is taken over at once', async () => {
     const path = join(dir, 'dead.lock');
     writeFileSync(path, lockOf(deadPid()));
     const started = Date.now();
     const value = await withLock(path, () => Promise.resolve('ran'));
     assert.equal(value, 'ran');
-    assert.ok(Date.now() - started < 5_000, 'not the 10 s staleness wait');
+    assert.ok(Date.now() - started < 5_000, 'not waited out');
     assert.equal(existsSync(path), false, 'released');
   });
 
@@ -79,5 +84,98 @@ describe('withLock', () => {
     rmSync(path);
     await waiting;
     assert.equal(ran, true);
+  });
+
+  test('a holder that is alive but frozen for longer than 10 s keeps its lock', { timeout: 120_000 }, async () => {
+    const path = join(dir, 'frozen.lock');
+    const done = join(dir, 'frozen.done');
+    const script = join(dir, 'holder.mts');
+    const stateFiles = fileURLToPath(new URL('../../src/adapters/state-files.ts', import.meta.url));
+    writeFileSync(script, [
+      `import { existsSync } from 'node:fs';`,
+      `import { withLock } from ${JSON.stringify(stateFiles)};`,
+      `await withLock(${JSON.stringify(path)}, async () => {`,
+      `  console.log('held');`,
+      `  while (!existsSync(${JSON.stringify(done)})) await new Promise((resolve) => setTimeout(resolve, 20));`,
+      `});`,
+    ].join('\n'));
+    const holder = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const pid = holder.pid;
+    assert.ok(pid !== undefined);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        holder.stdout.on('data', (chunk: Buffer) => { if (chunk.toString().includes('held')) resolve(); });
+        holder.once('exit', () => { reject(new Error('the holder exited before it held the lock')); });
+      });
+      const held = readFileSync(path, 'utf8');
+      process.kill(pid, 'SIGSTOP');
+      let ran = false;
+      const waiting = withLock(path, () => {
+        ran = true;
+        return Promise.resolve();
+      });
+      await sleep(12_000);
+      assert.equal(ran, false, 'the frozen holder still holds the lock');
+      assert.equal(readFileSync(path, 'utf8'), held, 'its lock file is untouched');
+      process.kill(pid, 'SIGCONT');
+      writeFileSync(done, '');
+      await once(holder, 'exit');
+      await waiting;
+      assert.equal(ran, true, 'taken once the holder let go');
+    } finally {
+      if (holder.exitCode === null && holder.signalCode === null) {
+        process.kill(pid, 'SIGCONT');
+        process.kill(pid, 'SIGKILL');
+      }
+    }
+  });
+
+  test("releasing a lock that another holder's lock replaced leaves the other's lock in place", async () => {
+    const path = join(dir, 'replaced.lock');
+    const other = lockOf(process.pid);
+    await withLock(path, () => {
+      writeFileSync(path, other);
+      return Promise.resolve();
+    });
+    assert.equal(readFileSync(path, 'utf8'), other, "the other holder's lock is kept");
+    rmSync(path);
+  });
+
+  test('a read (status) while a writer holds the lock does not wait for it and writes nothing', { timeout: 30_000 }, async () => {
+    const store = new MemoryStateStore();
+    const state = new StoredClusterState(store, 'local-process/c', join(dir, 'clusters', 'c'));
+    const ca = join(state.cacheDir, 'pki', 'ca.crt');
+    await state.withFiles(['pki'], async () => {
+      await mkdir(join(state.cacheDir, 'pki'), { recursive: true });
+      writeFileSync(ca, 'CA-1');
+    });
+    const stored = await store.listDocuments('local-process/c');
+    let letGo = (): void => undefined;
+    let entered = (): void => undefined;
+    const inChange = new Promise<void>((resolve) => { entered = resolve; });
+    const writing = state.withFiles(['pki'], async () => {
+      // A change in progress: the new CA is written here, not stored yet.
+      writeFileSync(ca, 'CA-2 being written');
+      const released = new Promise<void>((resolve) => { letGo = resolve; });
+      entered();
+      await released;
+    });
+    await inChange;
+    const writes: string[] = [];
+    const watched = new StoredClusterState({
+      getDocument: (scope, key) => store.getDocument(scope, key),
+      listDocuments: (scope) => store.listDocuments(scope),
+      putDocument: (scope, key) => { writes.push(key); return Promise.reject(new Error('a read wrote')); },
+      deleteDocument: (scope, key) => { writes.push(key); return Promise.reject(new Error('a read wrote')); },
+      putDocuments: (scope, puts) => { writes.push(...puts.map((p) => p.key)); return Promise.reject(new Error('a read wrote')); },
+    }, 'local-process/c', state.cacheDir);
+    // Were the read to wait for the writer's lock, it would never end (the writer waits for it): the case times out.
+    const read = await watched.readFiles((root) => readFile(join(root, 'pki', 'ca.crt'), 'utf8'));
+    assert.equal(read, 'CA-1', 'the stored CA, read at once');
+    assert.deepEqual(writes, [], 'nothing stored');
+    assert.equal(readFileSync(ca, 'utf8'), 'CA-2 being written', "the writer's copy is left alone");
+    assert.deepEqual(await store.listDocuments('local-process/c'), stored);
+    letGo();
+    await writing;
   });
 });

@@ -27,13 +27,14 @@ export class ClusterPki {
     return join(this.state(cluster).cacheDir, memberPki(name));
   }
 
+  /** fastplane's client files as last read or stored on this host: whole, of one stored generation. */
   clientTls(cluster: string): TlsFiles {
-    return clientTlsFiles(this.pkiDir(cluster));
+    return clientTlsFiles(join(this.state(cluster).currentDir(), 'pki'));
   }
 
   /** The client certificate's files, brought to this host from the record store first. */
   loadClientTls(cluster: string): Promise<TlsFiles> {
-    return this.withCa(cluster, () => Promise.resolve(this.clientTls(cluster)), 'read');
+    return this.state(cluster).readFiles(() => Promise.resolve(this.clientTls(cluster)));
   }
 
   /** A member's server and peer certificates for its address (new ones with `renew`); the CA made on first use. */
@@ -42,9 +43,14 @@ export class ClusterPki {
     return this.state(cluster).withFiles(['pki', memberPki(name)], () => pki.issueMemberCertificates(this.pkiDir(cluster), this.memberDir(cluster, name), name, address, { renew, validityMs: this.validityMs }));
   }
 
-  /** Runs `use` on this host's copy of the CA and a member's certificates, as stored; nothing is stored back. */
-  readMember<T>(cluster: string, name: string, use: () => Promise<T>): Promise<T> {
-    return this.state(cluster).withFiles(['pki', memberPki(name)], use, 'read');
+  /** Runs `use` on a copy of the CA and a member's certificates, as stored; nothing is stored back. */
+  readMember<T>(cluster: string, name: string, use: (files: MemberTlsFiles) => Promise<T>): Promise<T> {
+    return this.state(cluster).readFiles((root) => use(memberTlsFiles(join(root, 'pki'), join(root, memberPki(name)))));
+  }
+
+  /** Runs `use` on a copy of the CA files as stored (`pkiDir`); nothing is stored back. */
+  readCa<T>(cluster: string, use: (pkiDir: string) => Promise<T>): Promise<T> {
+    return this.state(cluster).readFiles((root) => use(join(root, 'pki')));
   }
 
   /** A machine's certificates, gone from the store and from this host. */
@@ -59,7 +65,7 @@ export class ClusterPki {
 
   async caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined> {
     const pki = await loadPki();
-    return this.withCa(cluster, () => pki.caRotationPhase(this.pkiDir(cluster)), 'read');
+    return this.readCa(cluster, (pkiDir) => pki.caRotationPhase(pkiDir));
   }
 
   async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
@@ -67,19 +73,24 @@ export class ClusterPki {
     await this.withCa(cluster, () => pki.advanceCaRotation(this.pkiDir(cluster), phase));
   }
 
-  /** Every certificate file of the cluster as stored: its CA, fastplane's client, each named machine's server and peer. */
+  /**
+   * Every certificate file of the cluster as stored: its CA, fastplane's client, each named machine's
+   * server and peer; named under `current`, so a file keeps its name from one generation to the next.
+   */
   certificateFiles(cluster: string, names: readonly string[]): Promise<string[]> {
-    const client = this.clientTls(cluster);
+    const state = this.state(cluster);
+    const client = clientTlsFiles('pki');
     const members = names.flatMap((name) => {
-      const files = memberTlsFiles(this.pkiDir(cluster), this.memberDir(cluster, name));
+      const files = memberTlsFiles('pki', memberPki(name));
       return [files.certFile, files.peerCertFile];
     });
-    return this.state(cluster).withFiles(['pki', ...names.map(memberPki)], () => Promise.resolve([client.caFile, client.certFile, ...members].filter((file) => existsSync(file))), 'read');
+    const paths = [client.caFile, client.certFile, ...members];
+    return state.readFiles((root) => Promise.resolve(paths.filter((path) => existsSync(join(root, path))).map((path) => join(state.currentDir(), path))));
   }
 
-  /** Runs `use` on this host's copy of the CA files, as stored (and stores what a change leaves). */
-  withCa<T>(cluster: string, use: () => Promise<T>, mode: 'change' | 'read' = 'change'): Promise<T> {
-    return this.state(cluster).withFiles(['pki'], use, mode);
+  /** Runs `use` on this host's copy of the CA files, as stored, and stores what it leaves there. */
+  private withCa<T>(cluster: string, use: () => Promise<T>): Promise<T> {
+    return this.state(cluster).withFiles(['pki'], use);
   }
 }
 

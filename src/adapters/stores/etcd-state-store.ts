@@ -263,6 +263,15 @@ export class EtcdStateStore implements StateStore {
     await this.etcd.write((client) => client.kv.deleteRange({ key: Buffer.from(this.keys.document(scope, key)) }));
   }
 
+  /** One etcd transaction (etcd caps its operations, 128 by default: more fail whole). */
+  async putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
+    const ops: IRequestOp[] = [
+      ...puts.map(({ key, value }) => ({ request_put: { key: Buffer.from(this.keys.document(scope, key)), value: Buffer.from(value) } })),
+      ...deletes.map((key) => remove(this.keys.document(scope, key))),
+    ];
+    await this.txn([], ops);
+  }
+
   async listDocuments(scope: string): Promise<StoredDocument[]> {
     const prefix = this.keys.documents(scope);
     const documents = (await this.range(prefix)).map((kv) => ({ key: decodeURIComponent(kv.key.toString().slice(prefix.length)), value: kv.value.toString() }));

@@ -248,6 +248,14 @@ export class MemoryStateStore implements StateStore {
     return Promise.resolve();
   }
 
+  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
+    const documents = this.documents.get(scope) ?? new Map<string, string>();
+    this.documents.set(scope, documents);
+    for (const { key, value } of puts) documents.set(key, value);
+    for (const key of deletes) documents.delete(key);
+    return Promise.resolve();
+  }
+
   listDocuments(scope: string): Promise<StoredDocument[]> {
     const documents = [...(this.documents.get(scope) ?? new Map<string, string>()).entries()];
     return Promise.resolve(documents.sort(([a], [b]) => compareText(a, b)).map(([key, value]) => ({ key, value })));

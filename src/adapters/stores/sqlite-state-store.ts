@@ -240,6 +240,15 @@ export class SqliteStateStore implements StateStore {
     });
   }
 
+  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
+    return settle(() => {
+      this.immediate(() => {
+        for (const { key, value } of puts) this.statements.putDocument.run(scope, key, value);
+        for (const key of deletes) this.statements.deleteDocument.run(scope, key);
+      });
+    });
+  }
+
   listDocuments(scope: string): Promise<StoredDocument[]> {
     return settle(() => this.statements.listDocuments.all(scope));
   }

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { MemberLaunch } from '../../../ports/machine-provider.ts';
 import { memberFlags } from '../../host/member-flags.ts';
 import type { ClusterPki } from '../../pki/cluster-pki.ts';
-import { memberTlsFiles } from '../../pki/pki-files.ts';
+import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
 import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
 import type { SshConnections, SshTarget } from './ssh-connections.ts';
@@ -66,18 +66,20 @@ export class SshEtcd {
    */
   async installCertificates(machine: SshMachineOnHost, renew = false): Promise<void> {
     const { host } = machine;
-    const local = await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
+    await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
     const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
     const remote = memberTlsFiles(remoteDir, remoteDir);
-    const pairs: [string, string, number][] = [
-      [local.caFile, remote.caFile, 0o644],
-      [local.certFile, remote.certFile, 0o644],
-      [local.keyFile, remote.keyFile, 0o600],
-      [local.peerCertFile, remote.peerCertFile, 0o644],
-      [local.peerKeyFile, remote.peerKeyFile, 0o600],
-    ];
-    // Read while no other call of this host changes the copy (CA files change only under the lease).
-    const files = await this.pki.readMember(machine.cluster, machine.name, () => Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) }))));
+    // Read from a snapshot of the stored files, which no other call changes meanwhile.
+    const files = await this.pki.readMember(machine.cluster, machine.name, (local) => {
+      const pairs: [string, string, number][] = [
+        [local.caFile, remote.caFile, 0o644],
+        [local.certFile, remote.certFile, 0o644],
+        [local.keyFile, remote.keyFile, 0o600],
+        [local.peerCertFile, remote.peerCertFile, 0o644],
+        [local.peerKeyFile, remote.peerKeyFile, 0o600],
+      ];
+      return Promise.all(pairs.map(async ([from, path, mode]) => ({ path, mode, content: await readFile(from) })));
+    });
     if (!renew) {
       // A machine being provisioned has never run: whatever a machine of the same name left on this
       // host (a crash before its wipe) is not its data, and etcd must not start from it.
@@ -94,7 +96,7 @@ export class SshEtcd {
     const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
     const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
     // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
-    const bundle = await this.pki.withCa(cluster, () => readFile(this.pki.clientTls(cluster).caFile), 'read');
+    const bundle = await this.pki.readCa(cluster, (pkiDir) => readFile(clientTlsFiles(pkiDir).caFile));
     await writeRemoteFiles(this.ssh, host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
     if (launch.restoreFrom !== undefined) {
       const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
