@@ -14,6 +14,12 @@ export function sealedDocuments<S extends DocumentStore>(store: S, keys: Sealing
       return value === undefined ? undefined : keys.open(context(scope, key), value);
     },
     putDocument: (scope, key, value) => store.putDocument(scope, key, keys.seal(context(scope, key), value)),
+    putDocuments: (scope, puts, deletes) =>
+      store.putDocuments(
+        scope,
+        puts.map((d) => ({ key: d.key, value: keys.seal(context(scope, d.key), d.value) })),
+        deletes,
+      ),
     deleteDocument: (scope, key) => store.deleteDocument(scope, key),
     listDocuments: async (scope) => (await store.listDocuments(scope)).map((d) => ({ key: d.key, value: keys.open(context(scope, d.key), d.value) })),
   };

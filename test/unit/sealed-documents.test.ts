@@ -77,6 +77,10 @@ describe('sealed documents in a store', () => {
     assert.deepEqual(await raw.listClaims('slots'), [{ pool: 'slots', key: '1', owner: 'a' }]);
     await store.deleteDocument('local-process/a', 'file/pki/ca.key');
     assert.deepEqual(await raw.listDocuments('local-process/a'), []);
+    // A generation of files goes in one batch: each of its values sealed too.
+    await store.putDocuments('local-process/a', [{ key: 'file/pki/ca.key', value: PEM }, { key: 'files', value: '{}' }], []);
+    for (const d of await raw.listDocuments('local-process/a')) assert.match(d.value, /^fastplane:enc:aesgcm:v1:k1:/, d.key);
+    assert.equal(await store.getDocument('local-process/a', 'file/pki/ca.key'), PEM);
   });
 
   test('a plain document written before is read, and sealed when it is next written', async () => {
