@@ -2,10 +2,10 @@ import { X509Certificate } from 'node:crypto';
 import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
-import type { MachineRecord } from '../domain/machine.ts';
-import { relaunchFor } from '../cluster/member-launch.ts';
+import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import { relaunchFor, startMemberAs } from '../cluster/member-launch.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
-import type { CarePort, CertificateInfo, LeaseGuard, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
+import type { CarePort, CertificateInfo, LeaseGuard, LeaseWriter, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade } from '../ports/etcd-downgrade.ts';
@@ -163,16 +163,21 @@ export class CareService implements CarePort {
   }
 
   /** New member and client certificates from the cluster's CA; returns the machines renewed. */
-  renewCertificates(lease: LeaseGuard, onNote?: (text: string) => void): Promise<string[]> {
-    return this.renew(lease, false, onNote);
+  renewCertificates(writer: LeaseWriter, onNote?: (text: string) => void): Promise<string[]> {
+    return this.renew(writer, false, onNote);
   }
 
   /** A new CA, rotated in three rolling restarts; returns the machines given certificates from it. */
-  rotateCertificateAuthority(lease: LeaseGuard, onNote?: (text: string) => void): Promise<string[]> {
-    return this.renew(lease, true, onNote);
+  rotateCertificateAuthority(writer: LeaseWriter, onNote?: (text: string) => void): Promise<string[]> {
+    return this.renew(writer, true, onNote);
   }
 
-  private async renew(lease: LeaseGuard, rotateCa: boolean, onNote?: (text: string) => void): Promise<string[]> {
+  /** Starts a machine's member again in place, as the control plane's spec says now, recorded first. */
+  private restarter(cp: ControlPlaneRecord, writer: LeaseWriter): (machine: MachineRecord) => Promise<void> {
+    return (machine) => startMemberAs({ cluster: this.cluster, provider: this.deps.provider, writer }, cp, machine, relaunchFor(cp, machine));
+  }
+
+  private async renew(writer: LeaseWriter, rotateCa: boolean, onNote?: (text: string) => void): Promise<string[]> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
     const deps = {
@@ -180,8 +185,8 @@ export class CareService implements CarePort {
       withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => this.deps.withClients(({ admin }) => use(admin)),
       provider: this.deps.provider,
       machines: await this.deps.store.listMachines(this.cluster),
-      launchFor: (machine: MachineRecord) => relaunchFor(cp, machine),
-      lease,
+      start: this.restarter(cp, writer),
+      lease: writer,
       clock: this.deps.clock,
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
       onNote: this.noter(onNote),
@@ -189,13 +194,13 @@ export class CareService implements CarePort {
     return rotateCa ? rotateCertificateAuthority(deps) : renewCertificates(deps);
   }
 
-  async downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
+  async downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
     const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
     return this.deps.withClients(({ admin }) =>
       downgradeCluster(
-        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, launchFor: (machine) => relaunchFor(cp, machine), recordVersion, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
+        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, start: this.restarter(cp, writer), recordVersion, lease: writer, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
         version,
       ),
     );

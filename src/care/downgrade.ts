@@ -5,7 +5,7 @@ import type { LeaseGuard } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade, MemberVersions } from '../ports/etcd-downgrade.ts';
-import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { MachineProvider } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
 import { healthyVoters, oneVoterAtATime, type VoterHealth } from './rolling.ts';
 import { done, requeueAfter, runSteps, type Step } from './steps.ts';
@@ -14,11 +14,11 @@ export interface DowngradeDeps {
   cluster: string;
   admin: EtcdAdmin;
   downgrade: EtcdDowngrade;
-  provider: Pick<MachineProvider, 'stopMember' | 'startMember'>;
+  provider: Pick<MachineProvider, 'stopMember'>;
   machines: readonly MachineRecord[];
-  /** How the machine's member starts again on its data dir, at the machine's (new) version. */
-  launchFor: (machine: MachineRecord) => MemberLaunch;
-  /** Records the version a machine's member runs, before it is started on it. */
+  /** Starts the machine's member again on its data dir, at the machine's (new) version, through the launch path that records how. */
+  start: (machine: MachineRecord) => Promise<void>;
+  /** Records the version of a machine whose member already runs it. */
   recordVersion: (machine: string, version: string) => Promise<void>;
   lease: LeaseGuard;
   clock: Clock;
@@ -113,8 +113,7 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
       await oneVoterAtATime(deps.admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), only: ids }, async (voter) => {
         const machine = machineOf(deps, voter);
         await deps.provider.stopMember(deps.cluster, machine.name);
-        await deps.recordVersion(machine.name, version);
-        await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor({ ...machine, version }));
+        await deps.start({ ...machine, version });
         note(`${machine.name} restarted in place on etcd ${version}`);
       });
     } catch (error) {

@@ -247,7 +247,7 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     if (record?.peerURL === undefined) return false;
     await writer.verify();
     // An existing data dir: etcd ignores the initial cluster and rejoins with the members it recorded.
-    await startMemberAs({ cluster, provider, writer }, record, relaunchFor(cp, record));
+    await startMemberAs({ cluster, provider, writer }, cp, record, relaunchFor(cp, record));
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
   try {
@@ -276,7 +276,7 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   for (const name of plan.deleted) await provider.stopMember(cluster, name);
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
-  await startMemberAs({ cluster, provider, writer }, record, { ...relaunchFor(cp, record), forceNewCluster: true });
+  await startMemberAs({ cluster, provider, writer }, cp, record, { ...relaunchFor(cp, record), forceNewCluster: true });
   await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, FORCED_START_TIMEOUT_MS);
   const at = clock.now();
   // Failed and leaving: the reconcile tears these machines down and provisions their replacements.

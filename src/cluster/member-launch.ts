@@ -1,9 +1,10 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
-import type { FencedWriter } from '../lease/fenced-writer.ts';
+import { machineTemplateHash } from '../planner/spec.ts';
 import type { Observed } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
+import type { LeaseWriter } from '../ports/care.ts';
 import type { EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
@@ -49,22 +50,23 @@ export function relaunchFor(cp: ControlPlaneRecord, machine: MachineRecord): Mem
   return launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing');
 }
 
-/** What starting a member needs: the provider, and the lease's writer to record how it starts. */
+/** What starting a member needs: the provider, and the lease's writer (the FencedWriter) to record how it starts. */
 export interface MemberStarter {
   cluster: string;
-  provider: InfraProvider;
-  writer: FencedWriter;
+  provider: Pick<InfraProvider, 'startMember'>;
+  writer: LeaseWriter;
 }
 
 /**
- * Starts the machine's member, first recording how (etcd's reconfiguration checks on or off, its
- * learner limit): the planner's guard and learner limit follow what the members run, which lags the
- * spec until they are rolled.
+ * The one way a member is started, first (init, join, restart) or again in place (certificate renewal,
+ * CA rotation, recovery, downgrade): it records how before it starts (the version, the spec's template,
+ * etcd's reconfiguration checks on or off, the learner limit), so the planner's guard, learner limit
+ * and rollout follow what the members run, not a spec they were never started with.
  */
-export async function startMemberAs(deps: MemberStarter, record: MachineRecord, launch: MemberLaunch): Promise<void> {
-  const strict = launch.strictReconfigCheck !== false;
-  if (record.strictReconfigCheck !== strict || record.maxLearners !== launch.maxLearners) {
-    await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict, maxLearners: launch.maxLearners } });
+export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord, record: MachineRecord, launch: MemberLaunch): Promise<void> {
+  const ran = { version: launch.version, templateHash: machineTemplateHash(cp.manifest), strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
+  if ((Object.keys(ran) as (keyof typeof ran)[]).some((key) => record[key] !== ran[key])) {
+    await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
   }
   await deps.provider.startMember(deps.cluster, record.name, launch);
 }
@@ -76,5 +78,5 @@ export async function startMemberAs(deps: MemberStarter, record: MachineRecord, 
 export async function startMachineMember(deps: MemberStarter & { store: StateStore }, cp: ControlPlaneRecord, name: string, state: 'new' | 'existing', initialCluster?: string): Promise<void> {
   const record = await deps.store.getMachine(deps.cluster, name);
   if (record?.peerURL === undefined) throw new Error(`machine ${name} has no ${record ? 'peer URL' : 'record'}`);
-  await startMemberAs(deps, record, launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
+  await startMemberAs(deps, cp, record, launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
 }

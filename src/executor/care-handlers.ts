@@ -41,8 +41,8 @@ export async function runCareAction(deps: ExecutorDeps, action: CareAction): Pro
     case 'RecoverNoSpace':
       return (await carePort(deps).recoverNoSpace(deps.writer)).join('; ');
     case 'DowngradeCluster': {
-      // Each machine is recorded (fenced) as its member will run before it starts: the version, and the
-      // spec's template, whose flags the restart applies.
+      // A restart records itself (member-launch.ts); a machine whose member already runs the target
+      // (a rerun) is recorded here (fenced): the version, and the spec's template.
       const { manifest } = await controlPlane(deps);
       const template = { templateHash: machineTemplateHash(manifest), maxLearners: launchedLearnerLimit(action.version, manifest.spec.etcd.maxLearners) };
       const record = (machine: string, version: string): Promise<void> => deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { version, ...template } });

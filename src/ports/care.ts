@@ -1,3 +1,5 @@
+import type { StoreWrite } from './state-store.ts';
+
 /**
  * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
  * where nobody observes them (the simulator), and then nothing is planned from them.
@@ -23,6 +25,11 @@ export interface ObservedCare {
 export interface LeaseGuard {
   /** Throws when this process no longer holds the cluster's lease. */
   verify(): Promise<void>;
+}
+
+/** The lease's writer (the FencedWriter): a restart records how its member starts, fenced by the lease. */
+export interface LeaseWriter extends LeaseGuard {
+  commit(...writes: StoreWrite[]): Promise<void>;
 }
 
 /** What `certs` shows of one certificate file. */
@@ -70,7 +77,7 @@ export interface CarePort {
   /** Takes one verified backup and prunes the oldest beyond `keep`; returns a line describing it. */
   takeBackup(keep: number): Promise<string>;
   /** Renews member and client certificates, members restarted one at a time behind the health gate. */
-  renewCertificates(lease: LeaseGuard): Promise<string[]>;
+  renewCertificates(writer: LeaseWriter): Promise<string[]>;
   /** Compacts all history, defragments every member (leader last), disarms NOSPACE; returns the reasons. */
   recoverNoSpace(lease: LeaseGuard): Promise<string[]>;
   /** Compacts to the retained window and defragments members above the threshold (leader last); returns the reasons. */
@@ -79,5 +86,5 @@ export interface CarePort {
    * Downgrades the cluster one minor by etcd's protocol, each member restarted in place on `version`;
    * `recordVersion` records a machine's new version before its member starts on it. Returns what it did.
    */
-  downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
+  downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
 }
