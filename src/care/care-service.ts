@@ -16,7 +16,7 @@ import type { StateStore } from '../ports/state-store.ts';
 import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/backup-files.ts';
 import { takeBackup } from './backup/take-backup.ts';
 import { renewCertificates, rotateCertificateAuthority } from './certificates.ts';
-import { downgradeCluster } from './downgrade.ts';
+import { cancelDowngrade, downgradeCluster } from './downgrade.ts';
 import { maintain, type MaintainReport } from './maintain.ts';
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
@@ -25,6 +25,8 @@ import type { CheckedSnapshot } from './restore.ts';
 const NOSPACE_RECOVERY: MaintainOptions = { retainRevisions: 1000, fragmentationThreshold: 0.3 };
 /** How long the cluster may take to be healthy again between two members of a rolling restart. */
 const HEALTH_TIMEOUT_MS = 60_000;
+/** How long a pass's observation waits for a member to report the cluster version. */
+const VERSION_READ_MS = 1000;
 
 export interface EtcdClients {
   admin: EtcdAdmin;
@@ -100,7 +102,21 @@ export class CareService implements CarePort {
       const certificates = await earliestExpiry(await this.deps.provider.certificateFiles(this.cluster));
       if (certificates) care.certificates = certificates;
     }
+    const clusterVersion = await this.clusterVersion();
+    if (clusterVersion !== undefined) care.clusterVersion = clusterVersion;
     return care;
+  }
+
+  /**
+   * The cluster version from the first member that answers `/version`; undefined when none does within
+   * VERSION_READ_MS (a frozen member must not hold every pass for the client's own timeout).
+   */
+  private async clusterVersion(): Promise<string | undefined> {
+    const endpoints = await this.endpoints();
+    if (endpoints.length === 0) return undefined;
+    const downgrade = await this.deps.downgrade();
+    const first = Promise.any(endpoints.map(async (endpoint) => (await downgrade.versions(endpoint)).cluster)).catch(() => undefined);
+    return Promise.race([first, this.deps.clock.sleep(VERSION_READ_MS).then(() => undefined)]);
   }
 
   withClients<T>(use: (clients: EtcdClients) => Promise<T>): Promise<T> {
@@ -204,6 +220,11 @@ export class CareService implements CarePort {
         version,
       ),
     );
+  }
+
+  async cancelDowngrade(lease: LeaseGuard): Promise<string[]> {
+    const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
+    return this.deps.withClients(({ admin }) => cancelDowngrade({ admin, downgrade, machines, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() }));
   }
 
   async maintain(lease: LeaseGuard, options: MaintainOptions): Promise<string[]> {

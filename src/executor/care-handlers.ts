@@ -48,6 +48,8 @@ export async function runCareAction(deps: ExecutorDeps, action: CareAction): Pro
       const record = (machine: string, version: string): Promise<void> => deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { version, ...template } });
       return (await carePort(deps).downgrade(deps.writer, action.version, record)).join('; ');
     }
+    case 'CancelDowngrade':
+      return (await carePort(deps).cancelDowngrade(deps.writer)).join('; ');
     case 'RunMaintenance': {
       const options = { retainRevisions: action.retainRevisions, fragmentationThreshold: action.fragmentationThreshold };
       return runScheduled(deps, 'lastMaintenance', async () => (await carePort(deps).maintain(deps.writer, options)).join('; '));

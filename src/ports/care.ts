@@ -16,6 +16,11 @@ export interface ObservedCare {
   certificates?: { earliestExpiry: number; file: string };
   /** How the last scheduled maintenance ended. */
   lastMaintenance?: { at: number; ok: boolean; message: string };
+  /**
+   * The version the cluster runs at (major.minor.0), as the first member that answers reports it on
+   * `/version`: below every member's own minor while etcd's downgrade is enabled.
+   */
+  clusterVersion?: string;
 }
 
 /**
@@ -87,4 +92,9 @@ export interface CarePort {
    * `recordVersion` records a machine's new version before its member starts on it. Returns what it did.
    */
   downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
+  /**
+   * Ends a downgrade left enabled (the cluster version pinned below every member's minor) with etcd's
+   * `downgrade cancel`, after giving a version that only lags a rollout its time to rise; returns what it did.
+   */
+  cancelDowngrade(lease: LeaseGuard): Promise<string[]>;
 }
