@@ -115,8 +115,7 @@ export class CareService implements CarePort {
     const endpoints = await this.endpoints();
     if (endpoints.length === 0) return undefined;
     const downgrade = await this.deps.downgrade();
-    const first = Promise.any(endpoints.map(async (endpoint) => (await downgrade.versions(endpoint)).cluster)).catch(() => undefined);
-    return Promise.race([first, this.deps.clock.sleep(VERSION_READ_MS).then(() => undefined)]);
+    return Promise.any(endpoints.map(async (endpoint) => (await downgrade.versions(endpoint, VERSION_READ_MS)).cluster)).catch(() => undefined);
   }
 
   withClients<T>(use: (clients: EtcdClients) => Promise<T>): Promise<T> {
