@@ -1,4 +1,5 @@
 import type { ControlPlane } from '../api/control-plane.ts';
+import { compareVersions } from '../api/versions.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
@@ -45,9 +46,16 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
   return launch;
 }
 
-/** How a member starts again on its data dir: etcd ignores the bootstrap flags there, so it comes back as itself. */
+/**
+ * How a member starts again on its data dir: etcd ignores the bootstrap flags there, so it comes back as
+ * itself. Never with a lower learner limit than it last ran: etcd 3.6 applies the log since its last
+ * disk snapshot again against the new limit, and a learner add over it breaks the member for good
+ * (docs/etcd-behaviour.md, "A restart in place and the learner limit"); the rollout lowers it by replacement.
+ */
 export function relaunchFor(cp: ControlPlaneRecord, machine: MachineRecord): MemberLaunch {
-  return launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing');
+  const launch = launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing');
+  const ran = machine.maxLearners;
+  return ran !== undefined && ran > launch.maxLearners && compareVersions(machine.version, '3.6.0') >= 0 ? { ...launch, maxLearners: ran } : launch;
 }
 
 /** What starting a member needs: the provider, and the lease's writer (the FencedWriter) to record how it starts. */
@@ -64,7 +72,9 @@ export interface MemberStarter {
  * and rollout follow what the members run, not a spec they were never started with.
  */
 export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord, record: MachineRecord, launch: MemberLaunch): Promise<void> {
-  const ran = { version: launch.version, templateHash: machineTemplateHash(cp.manifest), strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
+  // A member kept at a higher learner limit than the spec's (relaunchFor) does not run the spec's template: the rollout still replaces it.
+  const template = launch.maxLearners === launchedLearnerLimit(launch.version, cp.manifest.spec.etcd.maxLearners) ? machineTemplateHash(cp.manifest) : record.templateHash;
+  const ran = { version: launch.version, templateHash: template, strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
   if ((Object.keys(ran) as (keyof typeof ran)[]).some((key) => record[key] !== ran[key])) {
     await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
   }
@@ -78,5 +88,6 @@ export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord,
 export async function startMachineMember(deps: MemberStarter & { store: StateStore }, cp: ControlPlaneRecord, name: string, state: 'new' | 'existing', initialCluster?: string): Promise<void> {
   const record = await deps.store.getMachine(deps.cluster, name);
   if (record?.peerURL === undefined) throw new Error(`machine ${name} has no ${record ? 'peer URL' : 'record'}`);
-  await startMemberAs(deps, cp, record, launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
+  const restart = state === 'existing' && initialCluster === undefined;
+  await startMemberAs(deps, cp, record, restart ? relaunchFor(cp, record) : launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
 }
