@@ -75,9 +75,8 @@ export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord,
   // A member kept at a higher learner limit than the spec's (relaunchFor) does not run the spec's template: the rollout still replaces it.
   const template = launch.maxLearners === launchedLearnerLimit(launch.version, cp.manifest.spec.etcd.maxLearners) ? machineTemplateHash(cp.manifest) : record.templateHash;
   const ran = { version: launch.version, templateHash: template, strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
-  if ((Object.keys(ran) as (keyof typeof ran)[]).some((key) => record[key] !== ran[key])) {
-    await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
-  }
+  // Written on every start, even when `record` already says so: a caller may pass the record as it will be (a downgrade's new version).
+  await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
   await deps.provider.startMember(deps.cluster, record.name, launch);
 }
 
