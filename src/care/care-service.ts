@@ -3,10 +3,10 @@ import { readFile, rm } from 'node:fs/promises';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import type { CareJobRecord } from '../domain/care-job.ts';
-import type { MachineRecord } from '../domain/machine.ts';
-import { relaunchFor } from '../cluster/member-launch.ts';
+import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
+import { relaunchFor, startMemberAs } from '../cluster/member-launch.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
-import type { CarePort, CertificateInfo, LeaseGuard, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
+import type { CarePort, CertificateInfo, LeaseGuard, LeaseWriter, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade } from '../ports/etcd-downgrade.ts';
@@ -18,7 +18,7 @@ import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/back
 import { takeBackup } from './backup/take-backup.ts';
 import { advanceJob } from './care-job.ts';
 import { renewalStep, renewCertificates, rotateCertificateAuthority, type RenewDeps } from './certificates.ts';
-import { downgradeCluster } from './downgrade.ts';
+import { cancelDowngrade, downgradeCluster } from './downgrade.ts';
 import { maintain, maintenanceStep, type MaintainDeps, type MaintainReport } from './maintain.ts';
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
@@ -27,6 +27,8 @@ import type { CheckedSnapshot } from './restore.ts';
 const NOSPACE_RECOVERY: MaintainOptions = { retainRevisions: 1000, fragmentationThreshold: 0.3 };
 /** How long the cluster may take to be healthy again between two members of a rolling restart. */
 const HEALTH_TIMEOUT_MS = 60_000;
+/** How long a pass's observation waits for a member to report the cluster version. */
+const VERSION_READ_MS = 1000;
 
 export interface EtcdClients {
   admin: EtcdAdmin;
@@ -102,7 +104,20 @@ export class CareService implements CarePort {
       const certificates = await earliestExpiry(await this.deps.provider.certificateFiles(this.cluster));
       if (certificates) care.certificates = certificates;
     }
+    const clusterVersion = await this.clusterVersion();
+    if (clusterVersion !== undefined) care.clusterVersion = clusterVersion;
     return care;
+  }
+
+  /**
+   * The cluster version from the first member that answers `/version`; undefined when none does within
+   * VERSION_READ_MS (a frozen member must not hold every pass for the client's own timeout).
+   */
+  private async clusterVersion(): Promise<string | undefined> {
+    const endpoints = await this.endpoints();
+    if (endpoints.length === 0) return undefined;
+    const downgrade = await this.deps.downgrade();
+    return Promise.any(endpoints.map(async (endpoint) => (await downgrade.versions(endpoint, VERSION_READ_MS)).cluster)).catch(() => undefined);
   }
 
   withClients<T>(use: (clients: EtcdClients) => Promise<T>): Promise<T> {
@@ -165,21 +180,26 @@ export class CareService implements CarePort {
   }
 
   /** New member and client certificates from the cluster's CA; returns the machines renewed. */
-  renewCertificates(lease: LeaseGuard, onNote?: (text: string) => void): Promise<string[]> {
-    return this.renew(lease, false, onNote);
+  renewCertificates(writer: LeaseWriter, onNote?: (text: string) => void): Promise<string[]> {
+    return this.renew(writer, false, onNote);
   }
 
   /** A new CA, rotated in three rolling restarts; returns the machines given certificates from it. */
-  rotateCertificateAuthority(lease: LeaseGuard, onNote?: (text: string) => void): Promise<string[]> {
-    return this.renew(lease, true, onNote);
+  rotateCertificateAuthority(writer: LeaseWriter, onNote?: (text: string) => void): Promise<string[]> {
+    return this.renew(writer, true, onNote);
   }
 
-  private async renew(lease: LeaseGuard, rotateCa: boolean, onNote?: (text: string) => void): Promise<string[]> {
-    const deps = await this.renewDeps(lease, onNote);
+  /** Starts a machine's member again in place, as the control plane's spec says now, recorded first. */
+  private restarter(cp: ControlPlaneRecord, writer: LeaseWriter): (machine: MachineRecord) => Promise<void> {
+    return (machine) => startMemberAs({ cluster: this.cluster, provider: this.deps.provider, writer }, cp, machine, relaunchFor(cp, machine));
+  }
+
+  private async renew(writer: LeaseWriter, rotateCa: boolean, onNote?: (text: string) => void): Promise<string[]> {
+    const deps = await this.renewDeps(writer, onNote);
     return rotateCa ? rotateCertificateAuthority(deps) : renewCertificates(deps);
   }
 
-  private async renewDeps(lease: LeaseGuard, onNote?: (text: string) => void): Promise<RenewDeps> {
+  private async renewDeps(writer: LeaseWriter, onNote?: (text: string) => void): Promise<RenewDeps> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
     return {
@@ -187,34 +207,39 @@ export class CareService implements CarePort {
       withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => this.deps.withClients(({ admin }) => use(admin)),
       provider: this.deps.provider,
       machines: await this.deps.store.listMachines(this.cluster),
-      launchFor: (machine: MachineRecord) => relaunchFor(cp, machine),
-      lease,
+      start: this.restarter(cp, writer),
+      lease: writer,
       clock: this.deps.clock,
       healthTimeoutMs: HEALTH_TIMEOUT_MS,
       onNote: this.noter(onNote),
     };
   }
 
-  async downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
+  async downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
     const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
     return this.deps.withClients(({ admin }) =>
       downgradeCluster(
-        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, launchFor: (machine) => relaunchFor(cp, machine), recordVersion, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
+        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, start: this.restarter(cp, writer), recordVersion, lease: writer, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
         version,
       ),
     );
   }
 
+  async cancelDowngrade(lease: LeaseGuard): Promise<string[]> {
+    const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
+    return this.deps.withClients(({ admin }) => cancelDowngrade({ admin, downgrade, machines, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() }));
+  }
+
   /** The reconcile loop's share of a rolling job: its steps until one waits or the job ends. */
-  advanceJob(lease: LeaseGuard, job: CareJobRecord): Promise<CareJobRecord> {
+  advanceJob(writer: LeaseWriter, job: CareJobRecord): Promise<CareJobRecord> {
     const { clock } = this.deps;
     if (job.kind === 'RenewCertificates') {
-      return this.renewDeps(lease).then((deps) => deps.withAdmin((admin) => advanceJob(renewalStep(deps, admin), job, clock, HEALTH_TIMEOUT_MS)));
+      return this.renewDeps(writer).then((deps) => deps.withAdmin((admin) => advanceJob(renewalStep(deps, admin), job, clock, HEALTH_TIMEOUT_MS)));
     }
     const options = job.kind === 'RecoverNoSpace' ? NOSPACE_RECOVERY : { retainRevisions: job.retainRevisions ?? 0, fragmentationThreshold: job.fragmentationThreshold ?? 0 };
-    return this.withMaintainDeps(lease, undefined, (deps) => advanceJob(maintenanceStep(deps, options), job, clock, HEALTH_TIMEOUT_MS));
+    return this.withMaintainDeps(writer, undefined, (deps) => advanceJob(maintenanceStep(deps, options), job, clock, HEALTH_TIMEOUT_MS));
   }
 
   /** One round of compaction, defragmentation (leader last) and NOSPACE recovery, with what it did. */

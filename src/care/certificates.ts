@@ -3,14 +3,14 @@ import type { MachineRecord } from '../domain/machine.ts';
 import type { LeaseGuard } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
-import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { MachineProvider } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
 import { driveJob, type JobStep } from './care-job.ts';
 import { oneVoterAtATime, rollingStep, type VoterHealth } from './rolling.ts';
 import { done, proceed } from './steps.ts';
 
-/** What certificate renewal needs of the provider: stop, re-issue, start; and the CA files of a rotation. */
-export type CertificateProvider = Pick<MachineProvider, 'stopMember' | 'startMember' | 'renewMemberCertificates' | 'renewClientCertificate' | 'caRotationPhase' | 'advanceCaRotation'>;
+/** What certificate renewal needs of the provider: stop, re-issue; and the CA files of a rotation. */
+export type CertificateProvider = Pick<MachineProvider, 'stopMember' | 'renewMemberCertificates' | 'renewClientCertificate' | 'caRotationPhase' | 'advanceCaRotation'>;
 
 export interface RenewDeps {
   cluster: string;
@@ -21,8 +21,8 @@ export interface RenewDeps {
   withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => Promise<T>;
   provider: CertificateProvider;
   machines: readonly MachineRecord[];
-  /** How the machine's member is started again on its data dir. */
-  launchFor: (machine: MachineRecord) => MemberLaunch;
+  /** Starts the machine's member again on its data dir, through the launch path that records how. */
+  start: (machine: MachineRecord) => Promise<void>;
   /** The cluster's lease: checked before each member is stopped. */
   lease: LeaseGuard;
   clock: Clock;
@@ -41,7 +41,7 @@ async function restartMember(deps: RenewDeps, voter: VoterHealth, between: (mach
   const machine = machineOf(deps, voter);
   await deps.provider.stopMember(deps.cluster, machine.name);
   await between(machine);
-  await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine));
+  await deps.start(machine);
   return machine;
 }
 

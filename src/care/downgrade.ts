@@ -5,7 +5,7 @@ import type { LeaseGuard } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade, MemberVersions } from '../ports/etcd-downgrade.ts';
-import type { MachineProvider, MemberLaunch } from '../ports/machine-provider.ts';
+import type { MachineProvider } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
 import { healthyVoters, oneVoterAtATime, type VoterHealth } from './rolling.ts';
 import { done, requeueAfter, runSteps, type Step } from './steps.ts';
@@ -14,11 +14,11 @@ export interface DowngradeDeps {
   cluster: string;
   admin: EtcdAdmin;
   downgrade: EtcdDowngrade;
-  provider: Pick<MachineProvider, 'stopMember' | 'startMember'>;
+  provider: Pick<MachineProvider, 'stopMember'>;
   machines: readonly MachineRecord[];
-  /** How the machine's member starts again on its data dir, at the machine's (new) version. */
-  launchFor: (machine: MachineRecord) => MemberLaunch;
-  /** Records the version a machine's member runs, before it is started on it. */
+  /** Starts the machine's member again on its data dir, at the machine's (new) version, through the launch path that records how. */
+  start: (machine: MachineRecord) => Promise<void>;
+  /** Records the version of a machine whose member already runs it. */
   recordVersion: (machine: string, version: string) => Promise<void>;
   lease: LeaseGuard;
   clock: Clock;
@@ -28,12 +28,15 @@ export interface DowngradeDeps {
 
 const message = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
-async function versionsOf(deps: DowngradeDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
+/** What reading the members' versions over time needs. */
+type VersionDeps = Pick<DowngradeDeps, 'downgrade' | 'clock' | 'healthTimeoutMs'>;
+
+async function versionsOf(deps: VersionDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
   return Promise.all(voters.map((v) => deps.downgrade.versions(v.endpoint)));
 }
 
 /** Done once `settled` holds for every voter's versions; RequeueAfter `reason` naming `what` until then. */
-function versionsStep(deps: DowngradeDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Step {
+function versionsStep(deps: VersionDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Step {
   return async () => {
     const seen = await versionsOf(deps, voters);
     if (seen.every(settled)) return done(what);
@@ -44,7 +47,7 @@ function versionsStep(deps: DowngradeDeps, voters: readonly VoterHealth[], reaso
 const VERSION_POLL_MS = 500;
 
 /** Drives a versions step within the health timeout. */
-async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Promise<void> {
+async function until(deps: VersionDeps, voters: readonly VoterHealth[], reason: string, what: string, settled: (v: MemberVersions) => boolean): Promise<void> {
   await runSteps(versionsStep(deps, voters, reason, what, settled), deps.clock, deps.healthTimeoutMs);
 }
 
@@ -57,7 +60,7 @@ async function until(deps: DowngradeDeps, voters: readonly VoterHealth[], reason
  */
 const RAISE_WAIT_MS = 10_000;
 
-async function settledVersions(deps: DowngradeDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
+async function settledVersions(deps: VersionDeps, voters: readonly VoterHealth[]): Promise<MemberVersions[]> {
   const deadline = deps.clock.now() + RAISE_WAIT_MS;
   let seen: MemberVersions[] = [];
   // The step ends itself at the deadline: versions that stay are a downgrade enabled before, no error.
@@ -113,8 +116,7 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
       await oneVoterAtATime(deps.admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), only: ids }, async (voter) => {
         const machine = machineOf(deps, voter);
         await deps.provider.stopMember(deps.cluster, machine.name);
-        await deps.recordVersion(machine.name, version);
-        await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor({ ...machine, version }));
+        await deps.start({ ...machine, version });
         note(`${machine.name} restarted in place on etcd ${version}`);
       });
     } catch (error) {
@@ -144,5 +146,40 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
       if (!/no inflight downgrade job/.test(message(error))) note(`the finished downgrade job was left to the leader to end: ${message(error)}`);
     }
   }
+  return notes;
+}
+
+/** What ending a downgrade left enabled needs: the cluster's clients, the lease, and where to say what it did. */
+export type CancelDeps = Pick<DowngradeDeps, 'admin' | 'downgrade' | 'machines' | 'lease' | 'clock' | 'healthTimeoutMs' | 'onNote'>;
+
+/**
+ * The cluster version pinned below every member's minor with no downgrade wanted (one stopped midway,
+ * then its target set back up): the version gets RAISE_WAIT_MS to rise by itself (it may only lag a
+ * rollout), then etcd's own `downgrade cancel` (etcdctl of the members' version) ends the downgrade, and
+ * the leader raises the cluster version at its next version check, which is waited for.
+ */
+export async function cancelDowngrade(deps: CancelDeps): Promise<string[]> {
+  const endpoints = deps.machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
+  await deps.lease.verify();
+  const { voters } = await healthyVoters(deps.admin, endpoints);
+  const seen = await settledVersions(deps, voters);
+  const lowest = seen.map((v) => minorOf(v.server)).sort(compareVersions)[0];
+  const tools = voters.map((v) => v.status.version).sort(compareVersions).at(-1);
+  const pinned = seen.find((v) => minorOf(v.cluster) !== lowest);
+  if (lowest === undefined || tools === undefined || pinned === undefined) return [`cluster version ${lowest ?? '?'}: nothing to cancel`];
+  const notes: string[] = [];
+  if (compareVersions(lowest, DOWNGRADE_PROTOCOL_FROM) >= 0) {
+    await deps.lease.verify();
+    try {
+      await deps.downgrade.run('cancel', endpoints, minorOf(pinned.cluster), tools);
+      notes.push(`downgrade to ${minorOf(pinned.cluster)} cancelled (etcdctl ${tools})`);
+    } catch (error) {
+      // The leader may have ended it meanwhile; the version check below says whether it is gone.
+      if (!/no inflight downgrade job/.test(message(error))) throw error;
+    }
+  }
+  await until(deps, voters, 'ClusterVersionNotRaised', `cluster version ${lowest} on every member`, (v) => minorOf(v.cluster) === lowest);
+  notes.push(`cluster version back at ${lowest}`);
+  for (const note of notes) deps.onNote(note);
   return notes;
 }

@@ -12,6 +12,7 @@ import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { BlockedError } from './blocked-error.ts';
+import { membershipAgreesStep } from './rolling.ts';
 import { done, requeueAfter, runSteps, type Step } from './steps.ts';
 
 /**
@@ -247,7 +248,7 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     if (record?.peerURL === undefined) return false;
     await writer.verify();
     // An existing data dir: etcd ignores the initial cluster and rejoins with the members it recorded.
-    await startMemberAs({ cluster, provider, writer }, record, relaunchFor(cp, record));
+    await startMemberAs({ cluster, provider, writer }, cp, record, relaunchFor(cp, record));
   }
   const endpoints = plan.survivors.filter((s) => !s.learner).map((s) => s.clientURL);
   try {
@@ -256,6 +257,9 @@ async function restartQuorum(deps: RecoverDeps, writer: FencedWriter, plan: Reco
     if (error instanceof BlockedError) return false;
     throw error;
   }
+  // Outside the catch: a restarted member that disagrees on membership stops recovery, never forces it.
+  const restartedIds = plan.survivors.filter((s) => plan.restart.includes(s.machine)).flatMap((s) => (s.memberId === undefined ? [] : [s.memberId]));
+  await runSteps(membershipAgreesStep(deps.admin, endpoints, restartedIds), clock, RESTART_TIMEOUT_MS);
   await writer.commit({
     kind: 'AppendEvent',
     event: { cluster, at: startedAt, endedAt: clock.now(), type: 'Normal', reason: 'QuorumRestored', action: 'RestartMembers', outcome: 'Succeeded', message: `restarted ${plan.restart.join(', ')} from their data dirs: quorum is back with every committed entry; nothing was forced` },
@@ -276,7 +280,7 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   for (const name of plan.deleted) await provider.stopMember(cluster, name);
   await provider.stopMember(cluster, plan.chosen.machine);
   await writer.verify();
-  await startMemberAs({ cluster, provider, writer }, record, { ...relaunchFor(cp, record), forceNewCluster: true });
+  await startMemberAs({ cluster, provider, writer }, cp, record, { ...relaunchFor(cp, record), forceNewCluster: true });
   await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, FORCED_START_TIMEOUT_MS);
   const at = clock.now();
   // Failed and leaving: the reconcile tears these machines down and provisions their replacements.

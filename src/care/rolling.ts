@@ -3,6 +3,7 @@ import { agreedLeader, isHealthyVoter, leaderClaims, mayStopVoter, type VoterRea
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { BlockedError } from './blocked-error.ts';
+import { membershipAgrees } from './membership-agreement.ts';
 import { done, failed, proceed, requeueAfter, runSteps, type Step, type StepResult } from './steps.ts';
 
 /**
@@ -126,14 +127,46 @@ export function stopVoterStep(admin: EtcdAdmin, endpoints: readonly string[], id
   };
 }
 
-/** Done once voter `id` answers again with the leader the voters agree on; RequeueAfter VoterNotBack until then. */
+/** The voter `id` against the leader (or another voter, when it leads itself): do they list the same members? */
+async function agreementOf(admin: EtcdAdmin, reading: ClusterReading, id: string, leaderId: string): Promise<StepResult> {
+  const own = reading.answering.find((v) => v.member.id === id);
+  const peer = reading.answering.find((v) => v.member.id === leaderId && v.member.id !== id) ?? reading.answering.find((v) => v.member.id !== id);
+  if (own === undefined) return requeueAfter(POLL_MS, 'VoterNotBack', `voter ${id} does not answer`);
+  if (peer === undefined) return done(`${nameOf(own.member)} is the only voter`);
+  return membershipAgrees(admin, { name: nameOf(own.member), endpoint: own.endpoint }, { name: nameOf(peer.member), endpoint: peer.endpoint });
+}
+
+/**
+ * Done once voter `id` answers again with the leader the voters agree on, and lists the members the
+ * leader lists (membership-agreement.ts); RequeueAfter VoterNotBack until then, Error MembershipDiverged
+ * when its list differs.
+ */
 export function voterBackStep(admin: EtcdAdmin, endpoints: readonly string[], id: string): Step {
   return async () => {
     const reading = await readForStep(admin, endpoints);
     if ('kind' in reading) return reading;
     const voter = reading.gate.find((v) => v.id === id);
-    if (voter !== undefined && isHealthyVoter(voter) && agreedLeader(reading.gate) !== undefined) return done(`${voter.name} is back`);
-    return requeueAfter(POLL_MS, 'VoterNotBack', `voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
+    const leaderId = agreedLeader(reading.gate);
+    if (voter === undefined || !isHealthyVoter(voter) || leaderId === undefined) {
+      return requeueAfter(POLL_MS, 'VoterNotBack', `voter ${voter?.name ?? id} is not back: ${reading.silent.get(id) ?? 'the voters do not agree on a leader'}`);
+    }
+    const agreed = await agreementOf(admin, reading, id, leaderId);
+    return agreed.kind === 'Done' ? done(`${voter.name} is back; ${agreed.summary}`) : agreed;
+  };
+}
+
+/** Done once every member of `ids` (restarted in place) lists the members the leader lists; Error MembershipDiverged otherwise. */
+export function membershipAgreesStep(admin: EtcdAdmin, endpoints: readonly string[], ids: readonly string[]): Step {
+  return async () => {
+    const reading = await readForStep(admin, endpoints);
+    if ('kind' in reading) return reading;
+    const leaderId = agreedLeader(reading.gate);
+    if (leaderId === undefined) return requeueAfter(POLL_MS, 'LeaderUnknown', `voters do not agree on a leader (${leaderClaims(reading.gate)})`);
+    for (const id of ids) {
+      const agreed = await agreementOf(admin, reading, id, leaderId);
+      if (agreed.kind !== 'Done') return agreed;
+    }
+    return done(`${String(ids.length)} restarted members list the same members as the leader`);
   };
 }
 

@@ -1,9 +1,11 @@
 import type { ControlPlane } from '../api/control-plane.ts';
+import { compareVersions } from '../api/versions.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
-import type { FencedWriter } from '../lease/fenced-writer.ts';
+import { machineTemplateHash } from '../planner/spec.ts';
 import type { Observed } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
+import type { LeaseWriter } from '../ports/care.ts';
 import type { EtcdMember } from '../ports/etcd-admin.ts';
 import type { InfraProvider, MemberLaunch } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
@@ -44,28 +46,37 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
   return launch;
 }
 
-/** How a member starts again on its data dir: etcd ignores the bootstrap flags there, so it comes back as itself. */
+/**
+ * How a member starts again on its data dir: etcd ignores the bootstrap flags there, so it comes back as
+ * itself. Never with a lower learner limit than it last ran: etcd 3.6 applies the log since its last
+ * disk snapshot again against the new limit, and a learner add over it breaks the member for good
+ * (docs/etcd-behaviour.md, "A restart in place and the learner limit"); the rollout lowers it by replacement.
+ */
 export function relaunchFor(cp: ControlPlaneRecord, machine: MachineRecord): MemberLaunch {
-  return launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing');
+  const launch = launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing');
+  const ran = machine.maxLearners;
+  return ran !== undefined && ran > launch.maxLearners && compareVersions(machine.version, '3.6.0') >= 0 ? { ...launch, maxLearners: ran } : launch;
 }
 
-/** What starting a member needs: the provider, and the lease's writer to record how it starts. */
+/** What starting a member needs: the provider, and the lease's writer (the FencedWriter) to record how it starts. */
 export interface MemberStarter {
   cluster: string;
-  provider: InfraProvider;
-  writer: FencedWriter;
+  provider: Pick<InfraProvider, 'startMember'>;
+  writer: LeaseWriter;
 }
 
 /**
- * Starts the machine's member, first recording how (etcd's reconfiguration checks on or off, its
- * learner limit): the planner's guard and learner limit follow what the members run, which lags the
- * spec until they are rolled.
+ * The one way a member is started, first (init, join, restart) or again in place (certificate renewal,
+ * CA rotation, recovery, downgrade): it records how before it starts (the version, the spec's template,
+ * etcd's reconfiguration checks on or off, the learner limit), so the planner's guard, learner limit
+ * and rollout follow what the members run, not a spec they were never started with.
  */
-export async function startMemberAs(deps: MemberStarter, record: MachineRecord, launch: MemberLaunch): Promise<void> {
-  const strict = launch.strictReconfigCheck !== false;
-  if (record.strictReconfigCheck !== strict || record.maxLearners !== launch.maxLearners) {
-    await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict, maxLearners: launch.maxLearners } });
-  }
+export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord, record: MachineRecord, launch: MemberLaunch): Promise<void> {
+  // A member kept at a higher learner limit than the spec's (relaunchFor) does not run the spec's template: the rollout still replaces it.
+  const template = launch.maxLearners === launchedLearnerLimit(launch.version, cp.manifest.spec.etcd.maxLearners) ? machineTemplateHash(cp.manifest) : record.templateHash;
+  const ran = { version: launch.version, templateHash: template, strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
+  // Written on every start, even when `record` already says so: a caller may pass the record as it will be (a downgrade's new version).
+  await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
   await deps.provider.startMember(deps.cluster, record.name, launch);
 }
 
@@ -76,5 +87,6 @@ export async function startMemberAs(deps: MemberStarter, record: MachineRecord, 
 export async function startMachineMember(deps: MemberStarter & { store: StateStore }, cp: ControlPlaneRecord, name: string, state: 'new' | 'existing', initialCluster?: string): Promise<void> {
   const record = await deps.store.getMachine(deps.cluster, name);
   if (record?.peerURL === undefined) throw new Error(`machine ${name} has no ${record ? 'peer URL' : 'record'}`);
-  await startMemberAs(deps, record, launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
+  const restart = state === 'existing' && initialCluster === undefined;
+  await startMemberAs(deps, cp, record, restart ? relaunchFor(cp, record) : launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
 }

@@ -79,11 +79,13 @@ export async function runCareAction(deps: ExecutorDeps, cp: ControlPlaneRecord, 
     case 'RunMaintenance':
       return carryOnJob(deps, cp, action);
     case 'DowngradeCluster': {
-      // Each machine is recorded (fenced) as its member will run before it starts: the version, and the
-      // spec's template, whose flags the restart applies.
+      // A restart records itself (member-launch.ts); a machine whose member already runs the target
+      // (a rerun) is recorded here (fenced): the version, and the spec's template.
       const template = { templateHash: machineTemplateHash(cp.manifest), maxLearners: launchedLearnerLimit(action.version, cp.manifest.spec.etcd.maxLearners) };
       const record = (machine: string, version: string): Promise<void> => deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { version, ...template } });
       return (await carePort(deps).downgrade(deps.writer, action.version, record)).join('; ');
     }
+    case 'CancelDowngrade':
+      return (await carePort(deps).cancelDowngrade(deps.writer)).join('; ');
   }
 }

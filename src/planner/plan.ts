@@ -1,6 +1,6 @@
 import { quorum } from '../domain/quorum.ts';
 import { careJobBusy, planCare } from './care.ts';
-import { planDowngrade } from './downgrade.ts';
+import { planDowngrade, planPinnedVersion } from './downgrade.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
 import { abandonInit } from './init-retry.ts';
@@ -96,17 +96,18 @@ export function planFromView(view: ClusterView): Decision {
   // A pending downgrade restarts every member: it runs once all else has settled, and until it is
   // done the cluster has not converged.
   const downgrade = planDowngrade(view, settled);
-  const converged = settled && view.downgrade === undefined;
+  const pinned = planPinnedVersion(view, settled);
+  const converged = settled && view.downgrade === undefined && !pinned.pinned;
   // Care changes no membership and takes no machine: only a rolling job, until it ends, holds convergence back.
   const care = planCare(view, { converged, membershipBusy: membershipAction !== undefined });
-  care.actions.push(...downgrade.actions);
-  step.waits.push(...downgrade.waits, ...care.waits);
+  care.actions.push(...downgrade.actions, ...pinned.actions);
+  step.waits.push(...downgrade.waits, ...pinned.waits, ...care.waits);
   const phases: Record<string, ReturnType<typeof phaseOf>> = {};
   for (const m of observed.machines) phases[nameOf(m)] = step.failed.has(nameOf(m)) ? 'Failed' : phaseOf(view, m);
   const decision: Decision = {
     machineActions,
     waits: step.waits,
-    conditions: [...conditionsFor(view, step.waits, { failed: step.failed, leaving: step.leaving, converged }), ...care.conditions],
+    conditions: [...conditionsFor(view, step.waits, { failed: step.failed, leaving: step.leaving, converged }), ...care.conditions, ...pinned.conditions],
     requeueAfterMs: Math.min(requeueAfter(step, actionCount, converged), care.nextDueInMs ?? Infinity),
     // A rolling care job is carried on pass by pass: the loop goes on until it ends.
     converged: converged && !careJobBusy(care),

@@ -215,7 +215,12 @@ export interface DowngradeCluster {
  * Day-2 care the planner asks for from what it observed. It changes no membership and takes no
  * machine; the executor runs it beside the other actions of the decision.
  */
-export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace | RunMaintenance | DowngradeCluster;
+/** The cluster version pinned below every member's minor with no downgrade wanted: etcd's `downgrade cancel`. */
+export interface CancelDowngrade {
+  kind: 'CancelDowngrade';
+  reason: string;
+}
+export type CareAction = TakeBackup | RenewCertificates | RecoverNoSpace | RunMaintenance | DowngradeCluster | CancelDowngrade;
 
 export type Action = MachineAction | MembershipAction | CareAction;
 
@@ -229,7 +234,8 @@ export type ConditionType =
   | 'RollingOut'
   | 'Remediating'
   | 'BackupFailing'
-  | 'CertificatesExpiringSoon';
+  | 'CertificatesExpiringSoon'
+  | 'ClusterVersionPinned';
 
 export interface Condition {
   type: ConditionType;

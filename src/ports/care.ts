@@ -1,4 +1,5 @@
 import type { CareJobRecord } from '../domain/care-job.ts';
+import type { StoreWrite } from './state-store.ts';
 
 /**
  * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
@@ -18,6 +19,11 @@ export interface ObservedCare {
   lastMaintenance?: { at: number; ok: boolean; message: string };
   /** The rolling care job in progress: the loop carries it on before it starts another. */
   job?: CareJobRecord;
+  /**
+   * The version the cluster runs at (major.minor.0), as the first member that answers reports it on
+   * `/version`: below every member's own minor while etcd's downgrade is enabled.
+   */
+  clusterVersion?: string;
 }
 
 /**
@@ -27,6 +33,11 @@ export interface ObservedCare {
 export interface LeaseGuard {
   /** Throws when this process no longer holds the cluster's lease. */
   verify(): Promise<void>;
+}
+
+/** The lease's writer (the FencedWriter): a restart records how its member starts, fenced by the lease. */
+export interface LeaseWriter extends LeaseGuard {
+  commit(...writes: StoreWrite[]): Promise<void>;
 }
 
 /** What `certs` shows of one certificate file. */
@@ -75,14 +86,19 @@ export interface CarePort {
   takeBackup(keep: number): Promise<string>;
   /**
    * Carries a rolling job on (certificate renewal: members restarted one at a time behind the health
-   * gate; maintenance: compaction, then fragmented members defragmented leader last; NOSPACE recovery:
-   * all history compacted, every member defragmented, the alarm disarmed): its steps until one waits
-   * or the job ends. Returns the job's record as it now stands.
+   * gate, each start recorded through `writer`; maintenance: compaction, then fragmented members
+   * defragmented leader last; NOSPACE recovery: all history compacted, every member defragmented, the
+   * alarm disarmed): its steps until one waits or the job ends. Returns the job's record as it now stands.
    */
-  advanceJob(lease: LeaseGuard, job: CareJobRecord): Promise<CareJobRecord>;
+  advanceJob(writer: LeaseWriter, job: CareJobRecord): Promise<CareJobRecord>;
   /**
    * Downgrades the cluster one minor by etcd's protocol, each member restarted in place on `version`;
    * `recordVersion` records a machine's new version before its member starts on it. Returns what it did.
    */
-  downgrade(lease: LeaseGuard, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
+  downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
+  /**
+   * Ends a downgrade left enabled (the cluster version pinned below every member's minor) with etcd's
+   * `downgrade cancel`, after giving a version that only lags a rollout its time to rise; returns what it did.
+   */
+  cancelDowngrade(lease: LeaseGuard): Promise<string[]>;
 }

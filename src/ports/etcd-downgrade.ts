@@ -17,5 +17,6 @@ export type DowngradeStep = 'validate' | 'enable' | 'cancel';
 export interface EtcdDowngrade {
   /** `etcdctl downgrade validate|enable <targetMinor>` or `downgrade cancel`, with `toolVersion`'s etcdctl; returns what it printed. */
   run(step: DowngradeStep, endpoints: readonly string[], targetMinor: string, toolVersion: string): Promise<string>;
-  versions(endpoint: string): Promise<MemberVersions>;
+  /** `/version` of one member; `timeoutMs` shortens the adapter's own deadline. */
+  versions(endpoint: string, timeoutMs?: number): Promise<MemberVersions>;
 }

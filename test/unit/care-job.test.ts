@@ -59,7 +59,6 @@ function renewalCluster(): { cluster: FakeCluster; calls: string[]; deps: () => 
       return Promise.resolve();
     },
     renewMemberCertificates: (_c: string, machine: string) => Promise.resolve(void calls.push(`renew ${machine}`)),
-    startMember: (_c: string, machine: string) => Promise.resolve(void calls.push(`start ${machine}`)),
     caRotationPhase: () => Promise.resolve(undefined),
     advanceCaRotation: () => Promise.resolve(),
   };
@@ -68,7 +67,7 @@ function renewalCluster(): { cluster: FakeCluster; calls: string[]; deps: () => 
     withAdmin: (use) => use(cluster.admin),
     provider,
     machines,
-    launchFor: () => ({ version: '3.5.16', initialCluster: '', initialClusterState: 'existing' }) as unknown as ReturnType<RenewDeps['launchFor']>,
+    start: (machine) => Promise.resolve(void calls.push(`start ${machine.name}`)),
     lease: noLease,
     clock: virtualClock(),
     healthTimeoutMs: PATIENCE,

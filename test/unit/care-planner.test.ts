@@ -160,3 +160,20 @@ describe('planner: a rolling care job on record', () => {
     assert.ok(full.waits.some((w) => w.code === 'NoSpaceAlarm'));
   });
 });
+
+describe('planner: a cluster version pinned below the members', () => {
+  test('below every voter\'s minor with no downgrade wanted: ClusterVersionPinned, not converged, CancelDowngrade once all else settled', () => {
+    const current = plan(spec(), withCare(healthyObserved(3), { clusterVersion: '3.4.0' }), NOW);
+    assert.deepEqual([conditionOf(current, 'ClusterVersionPinned')?.status, conditionOf(current, 'ClusterVersionPinned')?.reason, current.converged, careKinds(current)], ['False', 'ClusterVersionCurrent', true, []]);
+
+    const pinned = plan(spec(), withCare(healthyObserved(3), { clusterVersion: '3.3.0' }), NOW);
+    assert.deepEqual([conditionOf(pinned, 'ClusterVersionPinned')?.status, conditionOf(pinned, 'ClusterVersionPinned')?.reason, pinned.converged, careKinds(pinned)], ['True', 'DowngradeLeftEnabled', false, ['CancelDowngrade']]);
+
+    const { machines, members } = healthyCluster(3);
+    const down = members.map((m, i) => (i === 2 ? { ...m, status: { ok: false as const, error: 'timeout' } } : m));
+    const unsettled = plan(spec(), withCare(observed({ machines, members: down }), { clusterVersion: '3.3.0' }), NOW);
+    assert.deepEqual(careKinds(unsettled), [], 'a voter that does not answer: its minor is unknown, nothing is cancelled');
+
+    assert.equal(conditionOf(plan(spec(), withCare(healthyObserved(3), {}), NOW), 'ClusterVersionPinned'), undefined, 'no reading, no condition');
+  });
+});

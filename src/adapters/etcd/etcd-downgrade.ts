@@ -28,7 +28,7 @@ export class EtcdctlDowngrade implements EtcdDowngrade {
     });
   }
 
-  versions(endpoint: string): Promise<MemberVersions> {
+  versions(endpoint: string, timeoutMs = CALL_TIMEOUT_MS): Promise<MemberVersions> {
     const { tls } = this.options;
     const url = `${endpoint}/version`;
     return new Promise((resolve, reject) => {
@@ -47,9 +47,9 @@ export class EtcdctlDowngrade implements EtcdDowngrade {
         });
       };
       const request = url.startsWith('https:')
-        ? httpsGet(url, { timeout: CALL_TIMEOUT_MS, ...(tls ? { ca: readFileSync(tls.caFile), cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) } : {}) }, onResponse)
-        : httpGet(url, { timeout: CALL_TIMEOUT_MS }, onResponse);
-      request.on('timeout', () => request.destroy(new Error(`${url}: no answer within ${String(CALL_TIMEOUT_MS)} ms`)));
+        ? httpsGet(url, { timeout: timeoutMs, ...(tls ? { ca: readFileSync(tls.caFile), cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) } : {}) }, onResponse)
+        : httpGet(url, { timeout: timeoutMs }, onResponse);
+      request.on('timeout', () => request.destroy(new Error(`${url}: no answer within ${String(timeoutMs)} ms`)));
       request.on('error', reject);
     });
   }
