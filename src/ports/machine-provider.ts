@@ -22,6 +22,11 @@ export interface MachineInfra {
   /** When the member process was last started (ms since epoch). */
   memberStartedAt?: number;
   /**
+   * Bytes in the running member's data dir: they grow while a learner receives its snapshot, which etcd
+   * writes to a file as it arrives (its metrics count the bytes only once the snapshot is whole).
+   */
+  memberDataBytes?: number;
+  /**
    * Set when the provider could not reach the machine just now (a remote host): the other fields are
    * then what it last saw, not news.
    */

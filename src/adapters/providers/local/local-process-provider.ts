@@ -7,6 +7,7 @@ import { systemClock, type Clock } from '../../../ports/clock.ts';
 import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
+import { dirBytes } from '../../host/dir-bytes.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
@@ -120,7 +121,10 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   /** Reads only: a machine whose deletion is due is still described until `delete` finishes it. */
   async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
     const machine = await this.read(cluster, name);
-    if (machine) return this.infra(machine);
+    if (machine) {
+      const infra = this.infra(machine);
+      return infra.memberRunning ? { ...infra, memberDataBytes: await dirBytes(this.dataDir(cluster, name)) } : infra;
+    }
     const elsewhere = await this.homes.elsewhere(this.state(cluster), name);
     return elsewhere && LocalMachineHomes.describe(elsewhere);
   }

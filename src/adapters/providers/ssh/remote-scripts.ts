@@ -27,7 +27,7 @@ function aliveFunction(m: RemoteMember): string {
   return `alive() { [ -n "$1" ] && [ -r /proc/$1/cmdline ] && tr '\\0' ' ' < /proc/$1/cmdline | grep -qF -- ${q(m.dataDir)}; }`;
 }
 
-/** Prints `running=0|1`, `startedAt=<ms>` and `data=0|1`. */
+/** Prints `running=0|1`, `startedAt=<ms>`, `data=0|1` and `dataBytes=<bytes in the data dir>`. */
 export function describeScript(m: RemoteMember): string {
   return [
     aliveFunction(m),
@@ -35,6 +35,7 @@ export function describeScript(m: RemoteMember): string {
     `if alive "$pid"; then echo running=1; else echo running=0; fi`,
     `echo "startedAt=$(cat ${q(m.startedAtFile)} 2>/dev/null || true)"`,
     `if [ -d ${q(m.dataDir)} ]; then echo data=1; else echo data=0; fi`,
+    `echo "dataBytes=$(du -sb ${q(m.dataDir)} 2>/dev/null | cut -f1)"`,
   ].join('\n');
 }
 

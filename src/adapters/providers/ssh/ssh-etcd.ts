@@ -15,6 +15,7 @@ export const PEER_PORT = 2380;
 export interface MemberSeen {
   memberRunning: boolean;
   memberStartedAt?: number;
+  memberDataBytes?: number;
 }
 
 /** A machine of the ssh provider on its host. */
@@ -114,7 +115,13 @@ export class SshEtcd {
     const result = await this.ssh.exec(machine.host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
     const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
     const startedAt = Number(fields.startedAt);
-    return { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
+    const dataBytes = Number(fields.dataBytes);
+    const running = fields.running === '1';
+    return {
+      memberRunning: running,
+      ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}),
+      ...(running && fields.dataBytes && Number.isFinite(dataBytes) ? { memberDataBytes: dataBytes } : {}),
+    };
   }
 
   private binDir(): string {
