@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CommittedIndexReading, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import { committedIndexOf } from '../../etcd/wal-commit.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
 import { dirBytes } from '../../host/dir-bytes.ts';
@@ -116,6 +117,12 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     await this.homes.record(this.state(cluster), machine);
     await this.write(machine);
     return { ...this.infra(machine), state: 'Provisioning' };
+  }
+
+  /** The data dir is on this host: read in place. */
+  async committedIndexOffline(cluster: string, name: string): Promise<CommittedIndexReading> {
+    const raftIndex = await committedIndexOf(this.dataDir(cluster, name));
+    return raftIndex === undefined ? { kind: 'noData' } : { kind: 'index', raftIndex };
   }
 
   /** Reads only: a machine whose deletion is due is still described until `delete` finishes it. */

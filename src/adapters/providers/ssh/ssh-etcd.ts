@@ -1,10 +1,12 @@
+import { gunzipSync } from 'node:zlib';
 import { readFile } from 'node:fs/promises';
 import type { MemberLaunch } from '../../../ports/machine-provider.ts';
 import { memberFlags } from '../../host/member-flags.ts';
 import type { ClusterPki } from '../../pki/cluster-pki.ts';
 import { memberTlsFiles } from '../../pki/pki-files.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
-import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import { CHECK_SCRIPT, describeScript, hexPort, lastWalScript, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import { lastCommitIn } from '../../etcd/wal-commit.ts';
 import type { SshConnections, SshTarget } from './ssh-connections.ts';
 import { owner } from './ssh-machine.ts';
 
@@ -122,6 +124,18 @@ export class SshEtcd {
       ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}),
       ...(running && fields.dataBytes && Number.isFinite(dataBytes) ? { memberDataBytes: dataBytes } : {}),
     };
+  }
+
+  /**
+   * The member's committed index from its write-ahead log on the host, read there and parsed here as
+   * the local data dirs are; undefined when it has none. Fails with SshUnreachableError when the host
+   * does not answer.
+   */
+  async committedIndex(machine: SshMachineOnHost): Promise<number | undefined> {
+    const result = await this.ssh.exec(machine.host, lastWalScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 120_000 });
+    if (result.code !== 0) throw new Error(`reading the write-ahead log of ${owner(machine)} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+    const encoded = result.stdout.trim();
+    return encoded === '' ? undefined : lastCommitIn(gunzipSync(Buffer.from(encoded, 'base64')));
   }
 
   private binDir(): string {
