@@ -1,6 +1,7 @@
 import { InvalidInputError } from '../api/errors.ts';
 import { BlockedError } from '../care/blocked-error.ts';
 import { HasQuorumError, type RecoveryPlan } from '../care/recover.ts';
+import type { RecoverOptions } from '../care/care-service.ts';
 import { runUntilSettled, type RunOutcome } from '../reconciler/run.ts';
 import { underClusterLease, type LeaseWork } from './lease.ts';
 import { storedManifest } from './records.ts';
@@ -17,10 +18,10 @@ async function refusingQuorum<T>(name: string, work: () => Promise<T>): Promise<
 }
 
 /** Reads only: the survivors and what recovery would do, or why no plan can be made (a gate). */
-export async function surveyRecovery(runtime: Runtime, name: string): Promise<{ plan: RecoveryPlan } | { blocked: string }> {
+export async function surveyRecovery(runtime: Runtime, name: string, options: RecoverOptions = {}): Promise<{ plan: RecoveryPlan } | { blocked: string }> {
   const care = runtime.care(await storedManifest(runtime, name));
   try {
-    return { plan: await refusingQuorum(name, () => care.surveyRecovery()) };
+    return { plan: await refusingQuorum(name, () => care.surveyRecovery(options)) };
   } catch (error) {
     if (!(error instanceof BlockedError)) throw error;
     return { blocked: error.message };
@@ -38,7 +39,7 @@ export interface Recovery {
  * through `onPlan`, carries it out (the stopped voters restarted, or the chosen survivor forced into a
  * one-member cluster), then converges back to `replicas` by `deadline`.
  */
-export async function recover(runtime: Runtime, name: string, deadline: number, onPlan: (plan: RecoveryPlan) => void, onNote: Note): Promise<LeaseWork<Recovery>> {
+export async function recover(runtime: Runtime, name: string, deadline: number, onPlan: (plan: RecoveryPlan) => void, onNote: Note, options: RecoverOptions = {}): Promise<LeaseWork<Recovery>> {
   const manifest = await storedManifest(runtime, name);
   const care = runtime.care(manifest);
   return underClusterLease(
@@ -46,7 +47,7 @@ export async function recover(runtime: Runtime, name: string, deadline: number, 
     name,
     'recovery',
     async (writer) => {
-      const { plan, done } = await refusingQuorum(name, () => care.recover(writer, onPlan));
+      const { plan, done } = await refusingQuorum(name, () => care.recover(writer, onPlan, options));
       onNote(
         done === 'restarted'
           ? `quorum is back: ${plan.restart.join(', ')} restarted from their data dirs, nothing forced; converging to ${String(plan.replicas)}`

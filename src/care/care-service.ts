@@ -23,6 +23,9 @@ import { maintain, maintenanceStep, type MaintainDeps, type MaintainReport } fro
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
 
+/** How `recover` plans: whether a voter on a host that does not answer may be left out. */
+export type RecoverOptions = Pick<RecoverDeps, 'acceptUnreachable'>;
+
 /** Settings of the NOSPACE recovery the reconcile loop runs (the same defaults as `fastplane maintain`). */
 const NOSPACE_RECOVERY: MaintainOptions = { retainRevisions: 1000, fragmentationThreshold: 0.3 };
 /** How long the cluster may take to be healthy again between two members of a rolling restart. */
@@ -54,7 +57,7 @@ export interface CareDeps {
   describeCertificate: (file: string) => Promise<CertificateInfo>;
   /** etcd's downgrade protocol (etcdctl of the members' version), built when a downgrade runs. */
   downgrade: () => Promise<EtcdDowngrade>;
-  /** A member's committed index read offline from its data dir, where this host has the data dirs. */
+  /** A member's committed index read offline from its data dir, where it lies. */
   committedIndexOffline?: RecoverDeps['committedIndexOffline'];
   clock: Clock;
   log: Logger;
@@ -253,8 +256,8 @@ export class CareService implements CarePort {
   }
 
   /** Reads only: which members answer, and what recovery would do. Throws HasQuorumError or BlockedError. */
-  surveyRecovery(): Promise<RecoveryPlan> {
-    return this.deps.withClients((clients) => surveyRecovery(this.recoverDeps(clients)));
+  surveyRecovery(options: RecoverOptions = {}): Promise<RecoveryPlan> {
+    return this.deps.withClients((clients) => surveyRecovery(this.recoverDeps(clients, options)));
   }
 
   /**
@@ -262,18 +265,18 @@ export class CareService implements CarePort {
    * survivors), shows the plan through `onPlan`, and carries it out: the stopped voters restarted, or
    * the chosen survivor forced. The normal reconcile then converges.
    */
-  recover(writer: FencedWriter, onPlan: (plan: RecoveryPlan) => void): Promise<{ plan: RecoveryPlan; done: 'restarted' | 'forced' }> {
+  recover(writer: FencedWriter, onPlan: (plan: RecoveryPlan) => void, options: RecoverOptions = {}): Promise<{ plan: RecoveryPlan; done: 'restarted' | 'forced' }> {
     return this.deps.withClients(async (clients) => {
-      const deps = this.recoverDeps(clients);
+      const deps = this.recoverDeps(clients, options);
       const plan = await surveyRecovery(deps);
       onPlan(plan);
       return { plan, done: await carryOutRecovery(deps, writer, plan) };
     });
   }
 
-  private recoverDeps({ admin, maintenance }: EtcdClients): RecoverDeps {
+  private recoverDeps({ admin, maintenance }: EtcdClients, options: RecoverOptions): RecoverDeps {
     const { store, provider, clock, committedIndexOffline } = this.deps;
-    return { cluster: this.cluster, store, provider, admin, maintenance, clock, ...(committedIndexOffline === undefined ? {} : { committedIndexOffline }) };
+    return { cluster: this.cluster, store, provider, admin, maintenance, clock, ...options, ...(committedIndexOffline === undefined ? {} : { committedIndexOffline }) };
   }
 
   /** Notes go to the log, and to the caller's `onNote` (a command prints them). */

@@ -9,7 +9,7 @@ import { buildView, hasQuorum } from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
-import type { InfraProvider } from '../ports/machine-provider.ts';
+import type { CommittedIndexReading, InfraProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { BlockedError } from './blocked-error.ts';
 import { membershipAgreesStep } from './rolling.ts';
@@ -46,6 +46,8 @@ export interface RecoveryPlan {
   survivors: SurvivorReading[];
   /** Machines that neither answer nor have a data dir this host can read. */
   unread: string[];
+  /** Voters whose host did not answer the reading of their data dir (planned only when accepted). */
+  unreachable: string[];
   chosen: SurvivorReading;
   /**
    * Stopped voters with an intact data dir, restarted as they were, when with the running ones they
@@ -67,11 +69,16 @@ export interface RecoverDeps {
   maintenance: EtcdMaintenance;
   clock: Clock;
   /**
-   * A member's committed index read offline from its data dir, undefined when the data dir is gone.
-   * Given only where the data dirs are on this host (the local provider); otherwise stopped members
-   * cannot be read and only running ones are compared (by their status).
+   * A member's committed index read offline from its data dir, where it lies (the provider's
+   * `committedIndexOffline`). Without it, stopped members cannot be read and only running ones are
+   * compared (by their status).
    */
-  committedIndexOffline?: (machine: string) => Promise<number | undefined>;
+  committedIndexOffline?: (machine: string) => Promise<CommittedIndexReading>;
+  /**
+   * Plan although the host of a voter did not answer: that voter may hold newer data than the one
+   * chosen, so without this the survey refuses.
+   */
+  acceptUnreachable?: boolean;
 }
 
 /** A cluster with quorum needs no recovery: `recover` would only throw data away. */
@@ -112,14 +119,15 @@ function isLearner(observed: Observed, machine: ObservedMachine): boolean {
  * One machine's committed index: offline from its data dir when this host can read it (the same
  * measure for running and stopped members), else from a running member's status.
  */
-async function readingOf(deps: RecoverDeps, observed: Observed, machine: ObservedMachine): Promise<SurvivorReading | undefined> {
+async function readingOf(deps: RecoverDeps, observed: Observed, machine: ObservedMachine): Promise<SurvivorReading | { unreachable: string } | undefined> {
   const { clientURL, name, memberId } = machine.record;
   if (clientURL === undefined || machine.infra === undefined) return undefined;
   const running = machine.infra.memberRunning;
   const base = { machine: name, clientURL, running, learner: isLearner(observed, machine), ...(memberId === undefined ? {} : { memberId }) };
   if (deps.committedIndexOffline) {
-    const raftIndex = await deps.committedIndexOffline(name);
-    return raftIndex === undefined ? undefined : { ...base, raftIndex, source: 'data dir' };
+    const offline = await deps.committedIndexOffline(name);
+    if (offline.kind === 'unreachable') return base.learner ? undefined : { unreachable: `${name} (${offline.reason})` };
+    return offline.kind === 'noData' ? undefined : { ...base, raftIndex: offline.raftIndex, source: 'data dir' };
   }
   if (!running) return undefined;
   try {
@@ -141,7 +149,13 @@ export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
     );
   }
   const readings = await Promise.all(observed.machines.map((m) => readingOf(deps, observed, m)));
-  const { ranked, chosen } = rankSurvivors(readings.filter((r): r is SurvivorReading => r !== undefined));
+  const unreachable = readings.flatMap((r) => (r !== undefined && 'unreachable' in r ? [r.unreachable] : []));
+  if (unreachable.length > 0 && deps.acceptUnreachable !== true) {
+    throw new BlockedError(
+      `cannot read the data dir of voter ${unreachable.join(', ')}: its host does not answer, and it may hold newer data than any member read; bring the host back, or run recover again with --accept-unreachable to choose among the members read`,
+    );
+  }
+  const { ranked, chosen } = rankSurvivors(readings.filter((r): r is SurvivorReading => r !== undefined && !('unreachable' in r)));
   if (!chosen) {
     const learners = ranked.length === 0 ? '' : ` (only learners have one: ${ranked.map((r) => r.machine).join(', ')})`;
     throw new BlockedError(`no voter of ${deps.cluster} answers or has an intact data dir${learners}: nothing to recover from; restore from a backup (fastplane backups ${deps.cluster}, then fastplane restore ${deps.cluster} --from FILE --replace)`);
@@ -152,6 +166,7 @@ export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
     cluster: deps.cluster,
     survivors: ranked,
     unread: observed.machines.map((m) => m.record.name).filter((name) => !ranked.some((r) => r.machine === name)),
+    unreachable,
     chosen,
     restart: quorumHolds(voters, intactVoters.length) ? intactVoters.filter((r) => !r.running).map((r) => r.machine) : [],
     deleted: observed.machines.map((m) => m.record.name).filter((name) => name !== chosen.machine),
@@ -183,6 +198,7 @@ export function describePlan(plan: RecoveryPlan): string[] {
     `members of ${plan.cluster} with an intact data dir or an answer (highest committed index first):`,
     ...plan.survivors.map(describeSurvivor),
     ...(plan.unread.length === 0 ? [] : [`  not read (no data dir here, no answer): ${plan.unread.join(', ')}`]),
+    ...(plan.unreachable.length === 0 ? [] : [`  host not answering, accepted (--accept-unreachable): ${plan.unreachable.join(', ')}`]),
     `chosen: ${chosen.machine} at committed index ${String(chosen.raftIndex)}, ${why}`,
     'plan:',
     ...(plan.restart.length > 0

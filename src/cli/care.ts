@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import type { ControlPlane } from '../api/control-plane.ts';
 import { CareService, type EtcdClients } from '../care/care-service.ts';
 import { systemClock } from '../ports/clock.ts';
@@ -54,11 +53,8 @@ export function careFor(host: CareHost, manifest: ControlPlane): CareService {
       return new EtcdctlDowngrade({ findBinary: etcdBinaryFinder(manifest.spec.etcd.binaries), ...(tls === undefined ? {} : { tls }) });
     },
     describeCertificate: async (file) => (await import('../adapters/pki/local-pki.ts')).describeCertificate(file),
-    // The local provider keeps a machine's data dir on this host (`clusters/<name>/machines/<machine>/data`), so
-    // `recover` reads stopped members offline; an ssh provider's data dirs are on their hosts, not read here.
-    ...(manifest.spec.provider.name === 'local-process'
-      ? { committedIndexOffline: async (machine: string) => (await import('../adapters/etcd/wal-commit.ts')).committedIndexOf(join(host.stateDir, 'clusters', cluster, 'machines', machine, 'data')) }
-      : {}),
+    // Each provider reads its members' data dirs where they lie: `recover` compares stopped members too.
+    committedIndexOffline: (machine: string) => provider.committedIndexOffline(cluster, machine),
     clock: systemClock,
     // The log file opens when care first logs, not when a command builds the service.
     log: { debug: (fields, message) => { host.log.debug(fields, message); }, info: (fields, message) => { host.log.info(fields, message); }, warn: (fields, message) => { host.log.warn(fields, message); } },

@@ -166,6 +166,7 @@ export function buildProgram(): Command {
     .command('recover <name>')
     .description('when a majority of members is gone for good: restart the most up-to-date survivor with --force-new-cluster, delete the lost machines, scale back to replicas')
     .option('--yes', 'carry out the plan (without it, only print the survivors and the plan, and exit 3)')
+    .option('--accept-unreachable', 'choose among the members read although the host of a voter does not answer (it may hold newer data)')
     .addOption(timeout())
     .action(async (name: string, flags: RecoverFlags) => withContext(program, async (ctx) => (await import('./commands/recover.ts')).recoverCommand(ctx, name, flags)));
 

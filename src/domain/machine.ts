@@ -21,6 +21,13 @@ export interface SnapshotSource {
   sha256: string;
 }
 
+/** What a learner has shown of its catch-up: its applied index once it answers, its data dir's bytes before. */
+export interface LearnerProgress {
+  appliedIndex?: number;
+  dataBytes?: number;
+  at: number;
+}
+
 export interface MachineRecord {
   cluster: string;
   name: string;
@@ -46,8 +53,11 @@ export interface MachineRecord {
   deleteRequested?: { reason: string; at: number };
   /** When its member was first seen unhealthy in the current streak. */
   unhealthySince?: number;
-  /** Last time a learner's applied index moved, to tell a stuck learner from a slow one. */
-  learnerProgress?: { appliedIndex: number; at: number };
+  /**
+   * Last time a learner showed progress (its applied index moved, or its data dir grew while a snapshot
+   * arrives), with what it showed: a stuck learner is told from a slow one by this.
+   */
+  learnerProgress?: LearnerProgress;
   /**
    * How its member was last started: false with `--strict-reconfig-check=false` (etcd's own add and
    * removal checks off). Recorded before each start; absent on machines started before it was kept.

@@ -1,12 +1,12 @@
 import { quorum } from '../domain/quorum.ts';
 import type { AddLearner, MembershipAction, MoveLeader, Observed, ObservedMember, PromoteLearner, RemoveMember, StartMember } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
-import { EtcdAdminError } from '../ports/etcd-admin.ts';
+import { EtcdAdminError, type EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import { initialClusterFor, startMachineMember } from '../cluster/member-launch.ts';
 import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { ExecutorDeps } from './executor-deps.ts';
 import type { FailpointName } from './failpoints.ts';
-import { isHealthyVoter, quorumHolds } from '../planner/health.ts';
+import { agreedLeader, isHealthyVoter, leaderClaims, quorumHolds, type VoterReading } from '../planner/health.ts';
 
 // Membership actions: at most one per pass per cluster, never retried blindly.
 
@@ -17,6 +17,11 @@ function voterEndpoints(observed: Observed, exceptMemberId?: string): string[] {
   const leaderIds = new Set(voters.map((m) => (m.status?.ok ? m.status.status.leaderId : '')));
   const isLeader = (m: ObservedMember): boolean => leaderIds.has(m.id);
   return [...voters].sort((a, b) => Number(isLeader(b)) - Number(isLeader(a))).flatMap((m) => m.clientURLs.slice(0, 1));
+}
+
+/** How many voters the observed member list holds, less the one leaving. */
+function voterCount(observed: Observed, exceptMemberId?: string): number {
+  return observed.members.ok ? observed.members.list.filter((m) => !m.isLearner && m.id !== exceptMemberId).length : 0;
 }
 
 function peerURLFor(observed: Observed, name: string): string {
@@ -93,9 +98,10 @@ async function confirmLearnerAnswers(deps: ExecutorDeps, observed: Observed, act
 
 async function promoteLearner(deps: ExecutorDeps, observed: Observed, action: PromoteLearner): Promise<void> {
   const endpoints = voterEndpoints(observed);
-  // The learner's check and the promotion both end before the renew deadline, or neither starts.
+  // The re-checks (at once) and the promotion all end before the renew deadline, or none starts.
   await deps.writer.verifySteps(2, 'promotion');
-  await confirmLearnerAnswers(deps, observed, action);
+  // The promotion's projection: one voter more, the learner counted healthy (it answers and caught up).
+  await Promise.all([confirmLearnerAnswers(deps, observed, action), confirmFreshQuorum(deps, observed, endpoints, voterCount(observed) + 1, 1, 'promotion')]);
   await deps.writer.verifySteps(1, 'promotion');
   try {
     await deps.etcd.promoteLearner(endpoints, action.memberId);
@@ -117,19 +123,30 @@ async function moveLeader(deps: ExecutorDeps, observed: Observed, action: MoveLe
   deps.failpoint('after-move-leader');
 }
 
+/** A voter's answer as the health rules read it: its leader claim with the term it was made in. */
+function readingOf(observed: Observed, status: EtcdMemberStatus): VoterReading {
+  const name = (observed.members.ok ? observed.members.list.find((m) => m.id === status.memberId)?.name : undefined) || status.memberId;
+  return { id: status.memberId, name, leaderId: status.leaderId, term: status.raftTerm };
+}
+
 /**
- * Asks the voters that would remain, right before a removal, whether they still answer with a leader:
- * the plan was made on readings a pass old, and a voter lost since then must not be counted (with
- * reconfigurationCheck fastplane etcd no longer refuses such a removal itself). Refused like etcd's
- * own check, so the planner waits and looks again.
+ * Asks voters right before a removal or a promotion whether they still agree on one leader in one raft
+ * term, and whether those that do make a quorum of the voter set the change leaves: the plan was made
+ * on readings a pass old, and a voter lost since (or a vote held since) must not be counted (with
+ * reconfigurationCheck fastplane etcd no longer refuses such a change itself). `healthyAfter` is what
+ * the change adds to the healthy voters that answer. Refused like etcd's own check, so the planner
+ * waits and looks again.
  */
-async function confirmRemainingQuorum(deps: ExecutorDeps, observed: Observed, victim: string, endpoints: string[]): Promise<void> {
-  const remaining = observed.members.ok ? observed.members.list.filter((m) => !m.isLearner && m.id !== victim).length : endpoints.length;
+async function confirmFreshQuorum(deps: ExecutorDeps, observed: Observed, endpoints: readonly string[], votersAfter: number, healthyAfter: number, what: string): Promise<void> {
   const answers = await Promise.allSettled(endpoints.map((endpoint) => deps.etcd.status(endpoint)));
-  const healthy = answers.filter((a) => a.status === 'fulfilled' && isHealthyVoter({ id: a.value.memberId, name: a.value.memberId, leaderId: a.value.leaderId })).length;
-  // The planner's gate again, on answers taken right now: the last-moment re-check of the same rule.
-  if (!quorumHolds(remaining, healthy)) {
-    throw new EtcdAdminError('UnhealthyCluster', `removal held: ${String(healthy)} of the ${String(remaining)} remaining voters answer with a leader right now, quorum is ${String(quorum(remaining))}`);
+  const readings = answers.flatMap((a) => (a.status === 'fulfilled' ? [readingOf(observed, a.value)] : []));
+  // The planner's gate again, on answers taken right now: the last-moment re-check of the same rules.
+  if (agreedLeader(readings) === undefined) {
+    throw new EtcdAdminError('UnhealthyCluster', `${what} held: the voters do not agree on a leader and term right now (${leaderClaims(readings)})`);
+  }
+  const healthy = readings.filter(isHealthyVoter).length;
+  if (!quorumHolds(votersAfter, healthy + healthyAfter)) {
+    throw new EtcdAdminError('UnhealthyCluster', `${what} held: ${String(healthy)} of ${String(endpoints.length)} voters asked answer with the leader right now, and ${String(votersAfter)} voters need ${String(quorum(votersAfter))}`);
   }
 }
 
@@ -138,7 +155,7 @@ async function removeMember(deps: ExecutorDeps, observed: Observed, action: Remo
   const endpoints = voterEndpoints(observed, action.memberId);
   // The re-check and the removal both end before the renew deadline, or neither starts.
   await deps.writer.verifySteps(2, 'removal');
-  await confirmRemainingQuorum(deps, observed, action.memberId, endpoints);
+  await confirmFreshQuorum(deps, observed, endpoints, voterCount(observed, action.memberId), 0, 'removal');
   await deps.writer.verifySteps(1, 'removal');
   try {
     await deps.etcd.removeMember(endpoints, action.memberId);

@@ -13,6 +13,11 @@ export interface VoterReading {
   name: string;
   /** The leader its status names ('0': none), when it answered. */
   leaderId?: string;
+  /**
+   * The raft term of that answer, when the reader takes it into account (the executor's last re-check
+   * does; the planner's guard judges terms itself): claims then agree only within one term.
+   */
+  term?: number;
   /** False when its machine reports the member's process stopped: the answer is stale. */
   running?: boolean;
 }
@@ -35,14 +40,16 @@ export function isHealthyVoter(reading: VoterReading): boolean {
 }
 
 /**
- * The leader rule: the leader every voter that names one agrees on, itself one of the voters. A voter
- * on a machine reported stopped still counts (a claim that contradicts the others is reason enough to
- * doubt who leads); a voter naming none contradicts nobody. Undefined when the claims disagree (a stale
- * follower still names the old leader), name a non-voter, or none names one.
+ * The leader rule: the leader every voter that names one agrees on, in the same raft term, itself one
+ * of the voters. A voter on a machine reported stopped still counts (a claim that contradicts the
+ * others is reason enough to doubt who leads); a voter naming none contradicts nobody. Undefined when
+ * the claims disagree on the leader or the term (a stale follower still names the old leader, or the
+ * same leader of an earlier term: an election happened since), name a non-voter, or none names one.
  */
 export function agreedLeader(voters: readonly VoterReading[]): string | undefined {
-  const claims = new Set(voters.filter(namesLeader).map((v) => v.leaderId));
-  const [leaderId] = claims;
+  const claimants = voters.filter(namesLeader);
+  const claims = new Set(claimants.map((v) => `${v.leaderId ?? ''}@${String(v.term ?? '')}`));
+  const leaderId = claimants[0]?.leaderId;
   return claims.size === 1 && voters.some((v) => v.id === leaderId) ? leaderId : undefined;
 }
 

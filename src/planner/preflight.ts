@@ -1,4 +1,4 @@
-import type { Wait } from './types.ts';
+import type { ObservedMember, Wait } from './types.ts';
 import type { ClusterView } from './view.ts';
 
 /**
@@ -26,13 +26,23 @@ export function preflightForAdd(view: ClusterView): Wait[] {
     reasons.push({ code: 'LearnerSlotTaken', message: `learner slot taken by ${names} (limit ${String(view.learnerLimit)}${lower})` });
     return reasons;
   }
-  // A joining member checks its --initial-cluster against the membership when it first boots and exits
-  // on any difference ("member count is unequal"). It names itself in the member list right after that
-  // check, well before it has caught up: an unnamed learner still needs the membership it was given.
-  const unstarted = view.learners.filter((l) => l.name === '');
+  const unstarted = unstartedLearners(view);
   if (unstarted.length > 0) {
-    const names = unstarted.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
-    reasons.push({ code: 'LearnerNotStarted', message: `learner ${names} has not started yet: another add now would change the membership it boots with` });
+    reasons.push({ code: 'LearnerNotStarted', message: `learner ${learnerNames(view, unstarted)} has not started yet: another add now would change the membership it boots with` });
   }
   return reasons;
+}
+
+/**
+ * Learners added but not named in the member list yet. A joining member checks its --initial-cluster
+ * against the membership when it first boots and exits on any difference ("member count is unequal").
+ * It names itself in the member list right after that check, well before it has caught up: an unnamed
+ * learner still needs the membership it was given, so no add and no removal changes it meanwhile.
+ */
+export function unstartedLearners(view: ClusterView): ObservedMember[] {
+  return view.learners.filter((l) => l.name === '');
+}
+
+export function learnerNames(view: ClusterView, learners: readonly ObservedMember[]): string {
+  return learners.map((l) => view.machineOf(l)?.record.name ?? l.id).join(', ');
 }

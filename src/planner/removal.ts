@@ -3,6 +3,7 @@ import { guardRemoval } from './guard.ts';
 import { byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, ObservedMember } from './types.ts';
 import { leaderClaims } from './health.ts';
+import { learnerNames, unstartedLearners } from './preflight.ts';
 import type { ClusterView } from './view.ts';
 
 /** A member by its machine's name, else by its ID (an orphan member). */
@@ -33,12 +34,23 @@ function leaderTarget(step: Step, from: ObservedMember): ObservedMember | undefi
  * a voter only while it is not the last, only once leadership is known (every answering voter names
  * the same leader) and has been moved off it, and only if the healthy voters left keep quorum. With
  * leadership disputed, the member may be the leader a stale voter does not know of yet: removing it
- * would cost an election, so the removal waits (LeaderUnknown) until the voters agree.
+ * would cost an election, so the removal waits (LeaderUnknown) until the voters agree. Nothing leaves
+ * while another learner that may still boot has not named itself (LearnerNotStarted).
  */
 export function removal(step: Step, member: ObservedMember, reason: string, machine: ObservedMachine | undefined): MembershipAction | undefined {
   const { view } = step;
   const who = machine ? nameOf(machine) : `member ${member.id}`;
   const onMachine = machine ? { machine: nameOf(machine) } : {};
+  // As for an add (preflightForAdd): a learner that may still boot would find a membership other than
+  // the one it was given and exit. One whose machine is going boots into nothing worth keeping.
+  const booting = unstartedLearners(view).filter((l) => {
+    const host = view.machineOf(l);
+    return l.id !== member.id && host !== undefined && !isGone(step, host);
+  });
+  if (booting.length > 0) {
+    step.waits.push({ code: 'LearnerNotStarted', message: `not removing ${who}: learner ${learnerNames(view, booting)} has not started yet and a removal now would change the membership it boots with`, ...onMachine });
+    return undefined;
+  }
   if (member.isLearner) {
     return { kind: 'RemoveMember', memberId: member.id, peerURL: member.peerURLs[0] ?? '', reason, ...onMachine };
   }

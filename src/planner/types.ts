@@ -37,6 +37,8 @@ export interface ObservedMachine {
     failureMessage?: string;
     memberRunning: boolean;
     memberStartedAt?: number;
+    /** Bytes in the running member's data dir (MachineInfra): a learner's progress before it answers. */
+    memberDataBytes?: number;
     /** The provider's hint while Provisioning: the planner looks again then instead of polling. */
     expectedReadyAt?: number;
     address: string;

@@ -22,6 +22,11 @@ export interface MachineInfra {
   /** When the member process was last started (ms since epoch). */
   memberStartedAt?: number;
   /**
+   * Bytes in the running member's data dir: they grow while a learner receives its snapshot, which etcd
+   * writes to a file as it arrives (its metrics count the bytes only once the snapshot is whole).
+   */
+  memberDataBytes?: number;
+  /**
    * Set when the provider could not reach the machine just now (a remote host): the other fields are
    * then what it last saw, not news.
    */
@@ -130,6 +135,13 @@ export interface MachineFacts {
  * cluster's certificates and CA rotation, and the cluster's teardown. Each provider implements all of
  * it; a registry keyed by `spec.provider.name` builds one (src/adapters/providers/registry.ts).
  */
+/**
+ * A member's committed raft index read offline from its data dir, wherever that is: the measure
+ * `recover` compares members by, stopped ones included. `unreachable`: its host did not answer, so it
+ * may hold newer data than any member read.
+ */
+export type CommittedIndexReading = { kind: 'index'; raftIndex: number } | { kind: 'noData' } | { kind: 'unreachable'; reason: string };
+
 export interface MachineProvider extends InfraProvider {
   /** The components of a machine; each call of theirs acts on the machine as it is then. */
   components(cluster: string, name: string): MachineComponents;
@@ -149,6 +161,8 @@ export interface MachineProvider extends InfraProvider {
   machineNames(cluster: string): Promise<string[]>;
   /** Each machine's facts, read without side effects (a provider that cannot tell a machine's ready time yet leaves it out). */
   machineFacts(cluster: string): Promise<MachineFacts[]>;
+  /** The committed index in the machine's member data dir, read where it lies without starting anything. */
+  committedIndexOffline(cluster: string, name: string): Promise<CommittedIndexReading>;
   /** `fastplane down`: every machine deleted, then the cluster's provider state (its CA too). */
   destroyCluster(cluster: string): Promise<void>;
   /** Closes connections; the provider is not used afterwards. */

@@ -1,6 +1,7 @@
 import type { MachineRecord } from '../domain/machine.ts';
 import type { Decision } from '../planner/types.ts';
 import type { ClusterView } from '../planner/view.ts';
+import { learnerAdvance } from '../planner/learner-progress.ts';
 import type { StoreWrite } from '../ports/state-store.ts';
 
 const RAFT_INDEX_REFRESH_MS = 5_000;
@@ -50,8 +51,8 @@ export function observationWrites(
       if (member) {
         set('memberId', member.id);
         if (member.isLearner) {
-          const applied = member.status?.ok ? member.status.status.raftAppliedIndex : undefined;
-          if (applied !== undefined && applied !== before.learnerProgress?.appliedIndex) set('learnerProgress', { appliedIndex: applied, at: now });
+          const advance = learnerAdvance(machine, member, now);
+          if (advance) set('learnerProgress', advance);
         } else {
           set('learnerProgress', undefined);
           set('unhealthySince', view.isHealthyVoter(member) ? undefined : (before.unhealthySince ?? now));

@@ -133,6 +133,8 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
   const status = await waitFor('etcd to answer', () => adminFor(provider, 'life').status(infra.clientURL));
   assert.equal(status.version, VERSION);
   assert.equal(status.leaderId, status.memberId);
+  // What a learner's progress is judged by before it answers: the bytes of its data dir (its WAL at least).
+  assert.ok(((await provider.describe('life', 'm2'))?.memberDataBytes ?? 0) > 0, 'a running member reports its data dir bytes');
   const kv = openKvClient([infra.clientURL], { credentials: readTlsCredentials(provider.clientTls('life')!) });
   try {
     await kv.put('/fastplane/probe').value('ok');

@@ -74,7 +74,9 @@ export interface MachineOptions {
   /** When the machine reached Provisioned (join order). */
   provisionedAt?: number;
   unhealthySince?: number;
-  learnerProgress?: { appliedIndex: number; at: number };
+  learnerProgress?: { appliedIndex?: number; dataBytes?: number; at: number };
+  /** Bytes in the running member's data dir, as the provider reports them. */
+  memberDataBytes?: number;
   /** null: no member ID recorded (default: recorded for member phases). */
   memberId?: string | null;
   /** The --max-learners its member was started with (default: not recorded, as before it was kept). */
@@ -156,6 +158,7 @@ export function machine(name: string, opts: MachineOptions = {}): ObservedMachin
   const startedAt = opts.memberStartedAt === undefined ? (memberRunning ? NOW - 60_000 : undefined) : (opts.memberStartedAt ?? undefined);
   if (startedAt !== undefined) infra.memberStartedAt = startedAt;
   if (opts.failureMessage !== undefined) infra.failureMessage = opts.failureMessage;
+  if (opts.memberDataBytes !== undefined) infra.memberDataBytes = opts.memberDataBytes;
   return { record, infra };
 }
 

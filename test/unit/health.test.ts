@@ -37,6 +37,12 @@ describe('health', () => {
     assert.equal(agreedLeader(voters(['a', 'b'], [], 'x')), undefined);
   });
 
+  test('a leader counts only when its claims agree on the raft term too: the same leader of an earlier term is stale', () => {
+    const inTerm = (id: string, term: number): VoterReading => ({ id, name: id, leaderId: 'a', term });
+    assert.equal(agreedLeader([inTerm('a', 3), inTerm('b', 3), inTerm('c', 3)]), 'a');
+    assert.equal(agreedLeader([inTerm('a', 3), inTerm('b', 3), inTerm('c', 2)]), undefined);
+  });
+
   test('a follower may stop while the healthy voters left keep quorum', () => {
     assert.deepEqual(mayStopVoter(voters(['a', 'b', 'c']), [], 'b'), { ok: true });
     assert.deepEqual(mayStopVoter(voters(['a', 'b', 'c', 'd'], ['e']), [], 'b'), { ok: true });

@@ -34,6 +34,10 @@ class FakeEtcd implements EtcdAdmin {
   readonly calls: string[] = [];
   statusTakesMs = 10;
   silent = new Set<string>();
+  /** The raft term a member's answer names, by endpoint (2 when not set). */
+  terms = new Map<string, number>();
+  /** The member behind each endpoint, as the member list has it. */
+  private readonly ids = new Map(['t-1', 't-2', 't-3', 't-4'].map((name) => [clientURLOf(name), memberIdOf(name)]));
 
   constructor(private readonly clock: FakeClock) {}
 
@@ -41,7 +45,8 @@ class FakeEtcd implements EtcdAdmin {
     this.calls.push(`status ${endpoint}`);
     this.clock.t += this.statusTakesMs;
     if (this.silent.has(endpoint)) return Promise.reject(new EtcdAdminError('Unreachable', `${endpoint}: connection refused`));
-    return Promise.resolve({ memberId: '1', leaderId: memberIdOf('t-1'), raftIndex: 100, raftAppliedIndex: 100, raftTerm: 2, isLearner: false, version: '3.5.16', dbSize: 1, errors: [] });
+    const memberId = this.ids.get(endpoint) ?? '1';
+    return Promise.resolve({ memberId, leaderId: memberIdOf('t-1'), raftIndex: 100, raftAppliedIndex: 100, raftTerm: this.terms.get(endpoint) ?? 2, isLearner: false, version: '3.5.16', dbSize: 1, errors: [] });
   }
   removeMember(_endpoints: readonly string[], memberId: string): Promise<void> {
     this.calls.push(`remove ${memberId}`);
@@ -120,17 +125,43 @@ describe('membership calls fit inside the lease renew deadline', () => {
   const withLearner = observed({ machines: [...machines, machine('t-4', { phase: 'Learner' })], members: [...members, learner('t-4', { leader: memberIdOf('t-1') })] });
   const promotion: MembershipAction = { kind: 'PromoteLearner', machine: 't-4', memberId: memberIdOf('t-4'), reason: 'LearnerCaughtUp' };
 
-  test('a learner that still answers is promoted, after a status call to it', async () => {
+  const voterChecks = ['t-1', 't-2', 't-3'].map((name) => `status ${clientURLOf(name)}`);
+
+  test('a learner that still answers is promoted, after a status call to it and to the voters', async () => {
     const { calls } = await run(0, withLearner, promotion);
-    assert.deepEqual(calls, [`status ${clientURLOf('t-4')}`, `promote ${memberIdOf('t-4')}`]);
+    assert.deepEqual(calls, [`status ${clientURLOf('t-4')}`, ...voterChecks, `promote ${memberIdOf('t-4')}`]);
   });
 
   test('a learner that stopped answering since it was observed is not promoted', async () => {
     const { calls, events } = await run(0, withLearner, promotion, (etcd) => etcd.silent.add(clientURLOf('t-4')));
-    assert.deepEqual(calls, [`status ${clientURLOf('t-4')}`]);
+    assert.deepEqual(calls, [`status ${clientURLOf('t-4')}`, ...voterChecks]);
     const event = events.find((e) => e.action === 'PromoteLearner');
     assert.equal(event?.outcome, 'Failed');
     assert.match(event.message, /promotion held: learner t-4 does not answer \(.*connection refused\) right now/);
+  });
+
+  test('voters that name the same leader in different raft terms hold a removal: a vote was held since the plan', async () => {
+    const { calls, events } = await run(0, observed({ machines, members }), removal, (etcd) => etcd.terms.set(clientURLOf('t-2'), 3));
+    assert.deepEqual(calls, [`status ${clientURLOf('t-1')}`, `status ${clientURLOf('t-2')}`]);
+    const event = events.find((e) => e.action === 'RemoveMember');
+    assert.equal(event?.outcome, 'Refused');
+    assert.match(event.message, /removal held: the voters do not agree on a leader and term right now/);
+  });
+
+  test('voters that name the same leader in different raft terms hold a promotion', async () => {
+    const { calls, events } = await run(0, withLearner, promotion, (etcd) => etcd.terms.set(clientURLOf('t-3'), 3));
+    assert.ok(!calls.includes(`promote ${memberIdOf('t-4')}`), calls.join(', '));
+    assert.match(events.find((e) => e.action === 'PromoteLearner')?.message ?? '', /promotion held: the voters do not agree on a leader and term right now/);
+  });
+
+  test('a promotion is held while too few voters answer right now for the grown voter set', async () => {
+    // Four voters after the promotion need three healthy: the learner and one answering voter are two.
+    const { calls, events } = await run(0, withLearner, promotion, (etcd) => {
+      etcd.silent.add(clientURLOf('t-2'));
+      etcd.silent.add(clientURLOf('t-3'));
+    });
+    assert.ok(!calls.includes(`promote ${memberIdOf('t-4')}`), calls.join(', '));
+    assert.match(events.find((e) => e.action === 'PromoteLearner')?.message ?? '', /promotion held: 1 of 3 voters asked answer with the leader right now, and 4 voters need 3/);
   });
 
   test('a promotion whose learner check and call would not both fit is not started', async () => {

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { decide, machinesOf, waitCodes } from '../support/decision.ts';
+import { planFromView } from '../../src/planner/plan.ts';
+import { buildView } from '../../src/planner/view.ts';
+import { observationWrites } from '../../src/reconciler/record.ts';
 import { healthyCluster, learner, machine, memberIdOf, NOW, observed, spec, voter } from '../support/observed.ts';
 
 // Repair (src/planner/repair.ts): learners added but never started, orphan members, stuck or exited learners.
@@ -113,5 +116,31 @@ describe('planner: repair', () => {
     const d = decide(o);
     assert.deepEqual(machinesOf(d, 'MarkMachineFailed'), []);
     assert.equal(d.membershipAction?.kind, 'PromoteLearner');
+  });
+
+  test('a learner is judged by its progress over the passes: a snapshot arriving slowly past learnerStuckAfter is not stuck, a silent learner is', () => {
+    // Passes 10 s apart for three times learnerStuckAfter (2 m). The learner answers nothing while its
+    // snapshot arrives (etcd serves clients only once it has caught up); what shows is its data dir.
+    const passes = (bytesAt: (t: number) => number): string | undefined => {
+      const base = healthyCluster(2);
+      const startedAt = NOW;
+      let record = machine('t-3', { phase: 'Learner', memberStartedAt: startedAt }).record;
+      for (let t = 0; t <= 360_000; t += 10_000) {
+        const t3 = machine('t-3', { phase: 'Learner', memberStartedAt: startedAt, memberDataBytes: bytesAt(t) });
+        const o = observed({ machines: [...base.machines, { ...t3, record }], members: [...base.members, learner('t-3', { statusError: 'context deadline exceeded' })] });
+        const view = buildView(spec(), o, NOW + t);
+        const decision = planFromView(view);
+        const mark = decision.machineActions.find((a) => a.kind === 'MarkMachineFailed' && a.machine === 't-3');
+        if (mark) return `${mark.kind === 'MarkMachineFailed' ? mark.reason : ''} at ${String(t)}`;
+        const patch = observationWrites(view, decision, {}).writes.find((w) => w.kind === 'PatchMachine' && w.name === 't-3');
+        if (patch?.kind === 'PatchMachine') record = { ...record, ...patch.set };
+      }
+      return undefined;
+    };
+    // 64 KiB every 10 s: a 400 MB snapshot shared by several learners over a slow uplink.
+    assert.equal(passes((t) => 70_000_000 + (t / 10_000) * 65_536), undefined, 'a learner whose data dir grows is never stuck');
+    assert.equal(passes(() => 70_000_000), 'LearnerStuck at 120000', 'a learner whose data dir stays as it was is stuck after learnerStuckAfter');
+    // Growth that stops: stuck learnerStuckAfter after the last growth.
+    assert.equal(passes((t) => 70_000_000 + Math.min(t, 100_000)), 'LearnerStuck at 220000');
   });
 });

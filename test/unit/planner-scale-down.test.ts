@@ -233,4 +233,44 @@ describe('planner: rollout', () => {
     assert.deepEqual(machinesOf(during, 'RequestMachineDeletion'), []);
     assert.deepEqual(machinesOf(during, 'CreateMachine'), []);
   });
+
+  test('no removal while an added learner has not started and named itself; one whose machine is going holds nothing', () => {
+    // 3 voters and t-4 added as a learner (replicas 4). Its process boots with the membership it was
+    // given: a removal before it names itself makes it exit ("member count is unequal").
+    const joining = (t4: ReturnType<typeof learner>, t4Machine: MachineOptions, voters: (c: ReturnType<typeof healthyCluster>) => void): Observed => {
+      const c = healthyCluster(3);
+      voters(c);
+      return observed({ machines: [...c.machines, machine('t-4', t4Machine)], members: [...c.members, t4] });
+    };
+    const unnamed = { ...learner('t-4', { statusError: 'connection refused' }), name: '', clientURLs: [] };
+    const named = learner('t-4', { statusError: 'context deadline exceeded' });
+    const booting: MachineOptions = { phase: 'Joining', memberRunning: true };
+    const failedT2 = (c: ReturnType<typeof healthyCluster>): void => {
+      c.machines[1] = machine('t-2', { phase: 'Voter', failed: true });
+    };
+    const leavingT2 = (c: ReturnType<typeof healthyCluster>): void => {
+      c.machines[1] = machine('t-2', { phase: 'Voter', deleteRequested: true });
+    };
+    const orphanT2 = (c: ReturnType<typeof healthyCluster>): void => {
+      c.machines.splice(1, 1);
+    };
+    const cases: { name: string; o: Observed; expect: string }[] = [
+      { name: 'remediation of a failed voter, learner unnamed', o: joining(unnamed, booting, failedT2), expect: 'LearnerNotStarted' },
+      { name: 'scale-down victim, learner unnamed', o: joining(unnamed, booting, leavingT2), expect: 'LearnerNotStarted' },
+      { name: 'orphan voter (repair), learner unnamed', o: joining(unnamed, booting, orphanT2), expect: 'LearnerNotStarted' },
+      { name: 'remediation of a failed voter, learner named', o: joining(named, booting, failedT2), expect: 'RemoveMember' },
+      { name: 'scale-down victim, learner named', o: joining(named, booting, leavingT2), expect: 'RemoveMember' },
+      { name: 'the unnamed learner itself is leaving', o: joining(unnamed, { ...booting, deleteRequested: true }, () => undefined), expect: 'RemoveMember' },
+      { name: 'failed voter, the unnamed learner failed too', o: joining(unnamed, { ...booting, failed: true }, failedT2), expect: 'RemoveMember' },
+    ];
+    for (const c of cases) {
+      const d = decide(c.o, spec({ replicas: 4 }));
+      if (c.expect === 'RemoveMember') {
+        assert.equal(d.membershipAction?.kind, 'RemoveMember', `${c.name}: ${JSON.stringify(d.waits)}`);
+        continue;
+      }
+      assert.equal(d.membershipAction, undefined, c.name);
+      assert.match(waitOf(d, c.expect).message, /learner t-4 has not started yet and a removal now would change the membership it boots with/, c.name);
+    }
+  });
 });

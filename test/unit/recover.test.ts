@@ -11,6 +11,7 @@ const recovery = (highestRaftIndex?: number): RecoveryPlan => ({
   cluster: 't',
   survivors: [survivor],
   unread: [],
+  unreachable: [],
   chosen: survivor,
   restart: [],
   deleted: ['t-2', 't-3'],
@@ -49,7 +50,7 @@ describe('recover: which survivor', () => {
     const { ranked, chosen } = rankSurvivors([reading('t-3', 40, { running: true }), reading('t-1', 560), reading('t-2', 558)]);
     assert.equal(chosen?.machine, 't-1');
     assert.deepEqual(ranked.map((r) => r.machine), ['t-1', 't-2', 't-3']);
-    const lines = describePlan({ cluster: 't', survivors: ranked, unread: ['t-4'], chosen: ranked[0] ?? reading('x', 0), restart: [], deleted: ['t-2', 't-3', 't-4'], replicas: 3 });
+    const lines = describePlan({ cluster: 't', survivors: ranked, unreachable: [], unread: ['t-4'], chosen: ranked[0] ?? reading('x', 0), restart: [], deleted: ['t-2', 't-3', 't-4'], replicas: 3 });
     assert.ok(lines.includes('  t-1  member unknown  committed index 560 (data dir)  stopped'));
     assert.ok(lines.includes('  t-3  member unknown  committed index 40 (data dir)  running'));
     assert.ok(lines.includes('  not read (no data dir here, no answer): t-4'));
@@ -60,14 +61,14 @@ describe('recover: which survivor', () => {
     const { chosen, ranked } = rankSurvivors([reading('t-4', 900, { learner: true, running: true }), reading('t-2', 500)]);
     assert.equal(chosen?.machine, 't-2');
     assert.deepEqual(ranked.map((r) => r.machine), ['t-2', 't-4']);
-    const lines = describePlan({ cluster: 't', survivors: ranked, unread: [], chosen: ranked[0] ?? reading('x', 0), restart: [], deleted: ['t-4'], replicas: 3 });
+    const lines = describePlan({ cluster: 't', survivors: ranked, unread: [], unreachable: [], chosen: ranked[0] ?? reading('x', 0), restart: [], deleted: ['t-4'], replicas: 3 });
     assert.ok(lines.includes('  t-4  member unknown  committed index 900 (data dir)  running, learner: never chosen'));
     assert.equal(rankSurvivors([reading('t-4', 900, { learner: true })]).chosen, undefined);
   });
 
   test('with a quorum of intact voters the plan restarts the stopped ones first and forces only if quorum does not come back', () => {
     const { ranked } = rankSurvivors([reading('t-3', 40, { running: true }), reading('t-1', 560), reading('t-2', 558)]);
-    const lines = describePlan({ cluster: 't', survivors: ranked, unread: [], chosen: ranked[0] ?? reading('x', 0), restart: ['t-1', 't-2'], deleted: ['t-2', 't-3'], replicas: 3 });
+    const lines = describePlan({ cluster: 't', survivors: ranked, unread: [], unreachable: [], chosen: ranked[0] ?? reading('x', 0), restart: ['t-1', 't-2'], deleted: ['t-2', 't-3'], replicas: 3 });
     assert.ok(lines.includes('chosen: t-1 at committed index 560, the highest committed index of the voters (t-2 558, t-3 40)'));
     assert.ok(lines.some((l) => /^ {2}1\. restart t-1, t-2 from their data dirs as they were: .*nothing is forced or lost$/.test(l)), lines.join('\n'));
     assert.ok(lines.some((l) => /^ {2}3\. restart t-1 once with --force-new-cluster/.test(l)), lines.join('\n'));

@@ -47,7 +47,7 @@ function fields(buf: Buffer, start: number, end: number): Map<number, number | B
 }
 
 /** The commit of the last whole HardState in one file, or undefined; a torn tail ends the reading. */
-function lastCommitIn(buf: Buffer): number | undefined {
+export function lastCommitIn(buf: Buffer): number | undefined {
   let commit: number | undefined;
   let at = 0;
   while (at + 8 <= buf.length) {

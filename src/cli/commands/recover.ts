@@ -7,6 +7,7 @@ import { parseTimeout } from '../spec-flags.ts';
 
 export interface RecoverFlags {
   yes?: boolean;
+  acceptUnreachable?: boolean;
   timeout: string;
 }
 
@@ -21,7 +22,8 @@ function printPlan(plan: RecoveryPlan): void {
 export async function recoverCommand(ctx: CliContext, name: string, flags: RecoverFlags): Promise<number> {
   const deadline = Date.now() + parseTimeout(flags.timeout);
   // Surveyed before the lease is asked for: a healthy cluster is refused without stopping anyone.
-  const survey = await surveyRecovery(ctx, name);
+  const options = { acceptUnreachable: flags.acceptUnreachable === true };
+  const survey = await surveyRecovery(ctx, name, options);
   if ('blocked' in survey) {
     process.stderr.write(`error: ${survey.blocked}\n`);
     return EXIT.blocked;
@@ -31,7 +33,7 @@ export async function recoverCommand(ctx: CliContext, name: string, flags: Recov
     process.stderr.write(`nothing changed: run fastplane recover ${name} --yes to carry out this plan\n`);
     return EXIT.blocked;
   }
-  const recovery = await recover(ctx, name, deadline, printPlan, (text) => process.stdout.write(`${text}\n`));
+  const recovery = await recover(ctx, name, deadline, printPlan, (text) => process.stdout.write(`${text}\n`), options);
   if (!recovery.done) {
     process.stderr.write(`error: ${recovery.message}\n`);
     return EXIT.blocked;

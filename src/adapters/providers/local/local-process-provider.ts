@@ -4,9 +4,11 @@ import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CommittedIndexReading, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import { committedIndexOf } from '../../etcd/wal-commit.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
+import { dirBytes } from '../../host/dir-bytes.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
@@ -118,10 +120,19 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     return { ...this.infra(machine), state: 'Provisioning' };
   }
 
+  /** The data dir is on this host: read in place. */
+  async committedIndexOffline(cluster: string, name: string): Promise<CommittedIndexReading> {
+    const raftIndex = await committedIndexOf(this.dataDir(cluster, name));
+    return raftIndex === undefined ? { kind: 'noData' } : { kind: 'index', raftIndex };
+  }
+
   /** Reads only: a machine whose deletion is due is still described until `delete` finishes it. */
   async describe(cluster: string, name: string): Promise<MachineInfra | undefined> {
     const machine = await this.read(cluster, name);
-    if (machine) return this.infra(machine);
+    if (machine) {
+      const infra = this.infra(machine);
+      return infra.memberRunning ? { ...infra, memberDataBytes: await dirBytes(this.dataDir(cluster, name)) } : infra;
+    }
     const elsewhere = await this.homes.elsewhere(this.state(cluster), name);
     return elsewhere && LocalMachineHomes.describe(elsewhere);
   }

@@ -27,7 +27,7 @@ function aliveFunction(m: RemoteMember): string {
   return `alive() { [ -n "$1" ] && [ -r /proc/$1/cmdline ] && tr '\\0' ' ' < /proc/$1/cmdline | grep -qF -- ${q(m.dataDir)}; }`;
 }
 
-/** Prints `running=0|1`, `startedAt=<ms>` and `data=0|1`. */
+/** Prints `running=0|1`, `startedAt=<ms>`, `data=0|1` and `dataBytes=<bytes in the data dir>`. */
 export function describeScript(m: RemoteMember): string {
   return [
     aliveFunction(m),
@@ -35,7 +35,18 @@ export function describeScript(m: RemoteMember): string {
     `if alive "$pid"; then echo running=1; else echo running=0; fi`,
     `echo "startedAt=$(cat ${q(m.startedAtFile)} 2>/dev/null || true)"`,
     `if [ -d ${q(m.dataDir)} ]; then echo data=1; else echo data=0; fi`,
+    `echo "dataBytes=$(du -sb ${q(m.dataDir)} 2>/dev/null | cut -f1)"`,
   ].join('\n');
+}
+
+/**
+ * Prints the member's last write-ahead log file, gzipped, in base64; nothing when it has none. Each WAL
+ * file etcd starts begins with the current HardState (`WAL.cut`), so the last file holds the last one.
+ * Preallocated with zeros, a file compresses to little more than its records.
+ */
+export function lastWalScript(m: RemoteMember): string {
+  const walDir = `${m.dataDir}/member/wal`;
+  return [`f=$(ls ${q(walDir)} 2>/dev/null | grep -E '^[0-9a-f]{16}-[0-9a-f]{16}[.]wal$' | sort | tail -n 1)`, '[ -n "$f" ] || exit 0', `gzip -c < ${q(walDir)}/"$f" | base64`].join('\n');
 }
 
 /** What a host must be: Linux, its architecture, and the TCP ports something listens on. */

@@ -1,10 +1,12 @@
+import { gunzipSync } from 'node:zlib';
 import { readFile } from 'node:fs/promises';
 import type { MemberLaunch } from '../../../ports/machine-provider.ts';
 import { memberFlags } from '../../host/member-flags.ts';
 import type { ClusterPki } from '../../pki/cluster-pki.ts';
 import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
-import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import { CHECK_SCRIPT, describeScript, hexPort, lastWalScript, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import { lastCommitIn } from '../../etcd/wal-commit.ts';
 import type { SshConnections, SshTarget } from './ssh-connections.ts';
 import { owner } from './ssh-machine.ts';
 
@@ -15,6 +17,7 @@ export const PEER_PORT = 2380;
 export interface MemberSeen {
   memberRunning: boolean;
   memberStartedAt?: number;
+  memberDataBytes?: number;
 }
 
 /** A machine of the ssh provider on its host. */
@@ -116,7 +119,25 @@ export class SshEtcd {
     const result = await this.ssh.exec(machine.host, describeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 5_000 });
     const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
     const startedAt = Number(fields.startedAt);
-    return { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
+    const dataBytes = Number(fields.dataBytes);
+    const running = fields.running === '1';
+    return {
+      memberRunning: running,
+      ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}),
+      ...(running && fields.dataBytes && Number.isFinite(dataBytes) ? { memberDataBytes: dataBytes } : {}),
+    };
+  }
+
+  /**
+   * The member's committed index from its write-ahead log on the host, read there and parsed here as
+   * the local data dirs are; undefined when it has none. Fails with SshUnreachableError when the host
+   * does not answer.
+   */
+  async committedIndex(machine: SshMachineOnHost): Promise<number | undefined> {
+    const result = await this.ssh.exec(machine.host, lastWalScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)), { timeoutMs: 120_000 });
+    if (result.code !== 0) throw new Error(`reading the write-ahead log of ${owner(machine)} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+    const encoded = result.stdout.trim();
+    return encoded === '' ? undefined : lastCommitIn(gunzipSync(Buffer.from(encoded, 'base64')));
   }
 
   private binDir(): string {

@@ -3,7 +3,7 @@ import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import type { SshHost } from '../../../api/ssh-provider.ts';
-import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider } from '../../../ports/machine-provider.ts';
+import type { CommittedIndexReading, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
@@ -265,6 +265,19 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
       seen = this.lastSeen.get(key) ?? { memberRunning: true };
     }
     return { ...base, state: 'Provisioned', ...seen, ...(unreachable === undefined ? {} : { unreachable }) };
+  }
+
+  /** Read on the machine's host; a host that does not answer may hold newer data than any read. */
+  async committedIndexOffline(cluster: string, name: string): Promise<CommittedIndexReading> {
+    const machine = await this.read(cluster, name);
+    if (machine?.host === undefined) return { kind: 'noData' };
+    try {
+      const raftIndex = await this.etcd.committedIndex({ cluster, name, host: machine.host });
+      return raftIndex === undefined ? { kind: 'noData' } : { kind: 'index', raftIndex };
+    } catch (error) {
+      if (error instanceof SshUnreachableError) return { kind: 'unreachable', reason: error.message };
+      throw error;
+    }
   }
 
   /** Whether the member runs on its host now, and since when; remembered for a describe that cannot reach the host. */
