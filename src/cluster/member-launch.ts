@@ -66,7 +66,7 @@ export async function startMemberAs(deps: MemberStarter, record: MachineRecord, 
   if (record.strictReconfigCheck !== strict || record.maxLearners !== launch.maxLearners) {
     await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: { strictReconfigCheck: strict, maxLearners: launch.maxLearners } });
   }
-  await deps.provider.startMember(deps.cluster, record.name, launch);
+  await deps.provider.startMember(deps.cluster, record.name, launch, deps.writer.fence);
 }
 
 /**

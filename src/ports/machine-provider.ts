@@ -1,5 +1,22 @@
 import type { TlsFiles } from './etcd-admin.ts';
 import type { SnapshotSource } from '../domain/machine.ts';
+import { FencedOutError } from './state-store.ts';
+
+/**
+ * The fencing number of the lease a destructive call is made under (LeaseRecord.fence). The machine
+ * itself keeps the highest number it was called with and checks it right before it acts: a lower one
+ * (a deposed holder's call still in flight) is refused with StaleFenceError and changes nothing.
+ * Undefined: a call made under no lease (benchmarks, tools), which is not checked.
+ */
+export type Fence = number | undefined;
+
+/** A destructive call refused by the machine: a newer lease holder has acted on it since. */
+export class StaleFenceError extends FencedOutError {
+  constructor(cluster: string, machine: string, fence: number, seen: number) {
+    super(cluster);
+    this.message = `machine ${cluster}/${machine} refused a call under lease fence ${String(fence)}: a newer holder (fence ${String(seen)}) has acted on it; this process no longer holds the lease`;
+  }
+}
 
 /**
  * Where machines come from. Creation and deletion return at once; the machine's state then moves on by
@@ -92,6 +109,7 @@ export interface CreateMachineRequest {
   /** Monotonic per cluster, so a replacement never reuses a removed member's peer URL. */
   ordinal: number;
   failureDomain?: string;
+  fence?: Fence;
 }
 
 export interface InfraProvider {
@@ -103,13 +121,13 @@ export interface InfraProvider {
    * here, after a crash or while it waits for a host); idempotent, and a no-op for a machine in any
    * other state. A failure leaves the machine Failed with the reason. Undefined once it is gone.
    */
-  provision(cluster: string, name: string): Promise<MachineInfra | undefined>;
+  provision(cluster: string, name: string, fence?: Fence): Promise<MachineInfra | undefined>;
   /** The machine's etcd component started (providers: `components(...).etcd.start`). */
-  startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void>;
+  startMember(cluster: string, name: string, launch: MemberLaunch, fence?: Fence): Promise<void>;
   /** The machine's etcd component stopped. */
-  stopMember(cluster: string, name: string): Promise<void>;
+  stopMember(cluster: string, name: string, fence?: Fence): Promise<void>;
   /** Stops the member process and starts tearing the machine down; idempotent. */
-  delete(cluster: string, name: string): Promise<void>;
+  delete(cluster: string, name: string, fence?: Fence): Promise<void>;
 }
 
 /** Which rolling restart a CA rotation needs next: trust both CAs, re-issue from the new one, drop the old. */
@@ -131,8 +149,8 @@ export interface MachineFacts {
  * it; a registry keyed by `spec.provider.name` builds one (src/adapters/providers/registry.ts).
  */
 export interface MachineProvider extends InfraProvider {
-  /** The components of a machine; each call of theirs acts on the machine as it is then. */
-  components(cluster: string, name: string): MachineComponents;
+  /** The components of a machine; each call of theirs acts on the machine as it is then (starts and stops fenced by `fence`). */
+  components(cluster: string, name: string, fence?: Fence): MachineComponents;
   /** The client certificate fastplane presents to the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined;
   /** The same files, brought to this host from the record store first: what a client is built from. */

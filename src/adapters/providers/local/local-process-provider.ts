@@ -4,10 +4,11 @@ import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CreateMachineRequest, Fence, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
+import { passFence } from '../../host/fence-file.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
@@ -89,6 +90,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     if (!Number.isInteger(ordinal) || ordinal < 1 || ordinal > 254) {
       throw new InvalidInputError([`machine ordinal ${String(ordinal)} is out of range 1..254 (local provider)`]);
     }
+    await this.passFence(cluster, name, request.fence);
     const existing = await this.read(cluster, name);
     if (existing) return this.infra(existing);
 
@@ -131,10 +133,16 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   }
 
   /** A local process, tracked by PID and recognised by its data dir in its command line. */
-  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+  protected etcdProcess(cluster: string, name: string, fence: Fence): EtcdProcess {
     return {
-      start: (launch) => this.startEtcd(cluster, name, launch),
-      stop: () => this.stopEtcd(cluster, name),
+      start: async (launch) => {
+        await this.passFence(cluster, name, fence);
+        await this.startEtcd(cluster, name, launch);
+      },
+      stop: async () => {
+        await this.passFence(cluster, name, fence);
+        await this.stopEtcd(cluster, name);
+      },
       running: async () => {
         const machine = await this.read(cluster, name);
         return machine !== undefined && this.isRunning(machine);
@@ -175,9 +183,10 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    * Starts the teardown (stops the member, sets when the machine is gone) and, on a later call once
    * that time has come, wipes the machine: each call moves it on, and none blocks for the delay.
    */
-  async delete(cluster: string, name: string): Promise<void> {
+  async delete(cluster: string, name: string, fence?: Fence): Promise<void> {
     let machine = await this.here(cluster, name);
     if (!machine) return;
+    await this.passFence(cluster, name, fence);
     if (machine.deleting !== true) {
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
@@ -279,6 +288,11 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
 
   private draw(range: DurationRange): number {
     return drawDuration(range, this.random);
+  }
+
+  /** Right before a destructive act: refused when a newer lease holder acted on the cluster here. */
+  private passFence(cluster: string, name: string, fence: Fence): Promise<void> {
+    return passFence(join(this.clusterDir(cluster), 'fence'), cluster, name, fence);
   }
 
   private clusterDir(cluster: string): string {

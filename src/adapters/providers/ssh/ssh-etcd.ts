@@ -1,11 +1,11 @@
 import { readFile } from 'node:fs/promises';
-import type { MemberLaunch } from '../../../ports/machine-provider.ts';
+import { StaleFenceError, type Fence, type MemberLaunch } from '../../../ports/machine-provider.ts';
 import { memberFlags } from '../../host/member-flags.ts';
 import type { ClusterPki } from '../../pki/cluster-pki.ts';
 import { memberTlsFiles } from '../../pki/pki-files.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
-import { CHECK_SCRIPT, describeScript, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
-import type { SshConnections, SshTarget } from './ssh-connections.ts';
+import { CHECK_SCRIPT, describeScript, FENCED, fenceFile, fenceLines, hexPort, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import type { ExecResult, SshConnections, SshTarget } from './ssh-connections.ts';
 import { owner } from './ssh-machine.ts';
 
 export const CLIENT_PORT = 2379;
@@ -42,6 +42,14 @@ export class SshEtcd {
     private readonly options: { baseDir: string; findBinary: (version: string) => string; stopGraceMs?: number | undefined },
   ) {}
 
+  /** The host's fence for the cluster checked and raised to `fence`, before a provisioning writes anything. */
+  async passFence(machine: SshMachineOnHost, fence: Fence): Promise<void> {
+    if (fence === undefined) return;
+    const result = await this.ssh.exec(machine.host, fenceLines(fenceFile(this.options.baseDir, machine.cluster), fence).join('\n'));
+    this.refusedByFence(machine, fence, result);
+    if (result.code !== 0) throw new Error(`checking the lease fence on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
   /** Reachable, Linux, and nothing but maybe our own member on 2379/2380. */
   async checkHost(host: SshTarget): Promise<void> {
     const result = await this.ssh.exec(host, CHECK_SCRIPT);
@@ -64,7 +72,7 @@ export class SshEtcd {
    * Issued here with the host's address, then written to the host: keys 0600, dirs 0700. `renew`:
    * new keys and certificates for a member that has run (stopped meanwhile), its data left alone.
    */
-  async installCertificates(machine: SshMachineOnHost, renew = false): Promise<void> {
+  async installCertificates(machine: SshMachineOnHost, renew = false, fence?: Fence): Promise<void> {
     const { host } = machine;
     const local = await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
     const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
@@ -81,13 +89,21 @@ export class SshEtcd {
     if (!renew) {
       // A machine being provisioned has never run: whatever a machine of the same name left on this
       // host (a crash before its wipe) is not its data, and etcd must not start from it.
-      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)));
+      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fence(machine.cluster, fence)));
+      this.refusedByFence(machine, fence, wiped);
       if (wiped.code !== 0) throw new Error(`wiping ${owner(machine)} on ${host.address} failed: ${wiped.stderr.trim()}`);
     }
     await writeRemoteFiles(this.ssh, host, files);
   }
 
-  async start(machine: SshMember, launch: MemberLaunch): Promise<void> {
+  /** Stops the member at once and removes its files, unless the host's fence is newer than `fence`. */
+  async wipe(machine: SshMachineOnHost, fence: Fence): Promise<void> {
+    const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fence(machine.cluster, fence)));
+    this.refusedByFence(machine, fence, result);
+    if (result.code !== 0) throw new Error(`wiping ${owner(machine)} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  async start(machine: SshMember, launch: MemberLaunch, fence: Fence): Promise<void> {
     const { cluster, host } = machine;
     const member = remoteMember(this.options.baseDir, cluster, machine.name);
     const binary = await this.ensureBinary(host, launch.version);
@@ -100,12 +116,14 @@ export class SshEtcd {
       const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
       await restoreOnHost(this.ssh, host, target, { ...launch, restoreFrom: launch.restoreFrom });
     }
-    const result = await this.ssh.exec(host, startScript(member, binary, args));
+    const result = await this.ssh.exec(host, startScript(member, binary, args, this.fence(cluster, fence)));
+    this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`starting etcd on ${host.address} failed: ${result.stderr.trim()}`);
   }
 
-  async stop(machine: SshMachineOnHost): Promise<void> {
-    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000));
+  async stop(machine: SshMachineOnHost, fence: Fence): Promise<void> {
+    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000, this.fence(machine.cluster, fence)));
+    this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`stopping etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
 
@@ -115,6 +133,17 @@ export class SshEtcd {
     const fields = Object.fromEntries(result.stdout.split('\n').map((line) => line.split('=') as [string, string]));
     const startedAt = Number(fields.startedAt);
     return { memberRunning: fields.running === '1', ...(fields.startedAt && Number.isFinite(startedAt) ? { memberStartedAt: startedAt } : {}) };
+  }
+
+  private fence(cluster: string, fence: Fence): string[] {
+    return fenceLines(fenceFile(this.options.baseDir, cluster), fence);
+  }
+
+  /** A script the host refused under its fence: this holder was deposed. */
+  private refusedByFence(machine: SshMachineOnHost, fence: Fence, result: ExecResult): void {
+    if (fence === undefined || result.code !== FENCED) return;
+    const seen = /fence=(\d+)/.exec(result.stderr)?.[1];
+    if (seen !== undefined) throw new StaleFenceError(machine.cluster, machine.name, fence, Number(seen));
   }
 
   private binDir(): string {
