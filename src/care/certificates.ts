@@ -43,9 +43,9 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
   await deps.withAdmin((admin) =>
     oneVoterAtATime(admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify() }, async (voter) => {
       const machine = machineOf(deps, voter);
-      await deps.provider.stopMember(deps.cluster, machine.name);
+      await deps.provider.stopMember(deps.cluster, machine.name, deps.lease.fence);
       await between(machine);
-      await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine));
+      await deps.provider.startMember(deps.cluster, machine.name, deps.launchFor(machine), deps.lease.fence);
       restarted.push(machine.name);
       deps.onNote(done(machine));
     }),

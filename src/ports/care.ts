@@ -1,3 +1,5 @@
+import type { Fence } from './machine-provider.ts';
+
 /**
  * Day-2 facts besides etcd and the machines: the backups folder, the certificates on disk. Absent
  * where nobody observes them (the simulator), and then nothing is planned from them.
@@ -23,6 +25,8 @@ export interface ObservedCare {
 export interface LeaseGuard {
   /** Throws when this process no longer holds the cluster's lease. */
   verify(): Promise<void>;
+  /** The lease's fencing number, carried by every restart's stop and start. */
+  readonly fence?: Fence;
 }
 
 /** What `certs` shows of one certificate file. */

@@ -114,7 +114,9 @@ describe('the lease fence on an ssh host', { timeout: 300_000 }, () => {
     assert.ok(existsSync(join(member, 'data', 'member')), 'its data dir is intact');
     assert.ok((await mine.components(CLUSTER, NAME).etcd.health()).healthy, 'the member answers healthy');
 
+    await mine.stopMember(CLUSTER, NAME, holder.writer.fence);
+    assert.equal((await mine.describe(CLUSTER, NAME))?.memberRunning, false, 'the holder itself may stop it');
     await mine.delete(CLUSTER, NAME, holder.writer.fence);
-    assert.ok(!existsSync(member), 'the holder itself may delete it');
+    assert.ok(!existsSync(member), 'and delete it');
   });
 });
