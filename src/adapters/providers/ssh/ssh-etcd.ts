@@ -109,6 +109,8 @@ export class SshEtcd {
     const binary = await this.ensureBinary(host, launch.version);
     const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
     const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
+    // Before the CA bundle is rewritten: a deposed holder's late start must not put back an old one.
+    await this.passFence(machine, fence);
     // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
     const bundle = await this.pki.withCa(cluster, () => readFile(this.pki.clientTls(cluster).caFile), 'read');
     await writeRemoteFiles(this.ssh, host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
