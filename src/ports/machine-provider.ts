@@ -12,9 +12,10 @@ export type Fence = number | undefined;
 
 /** A destructive call refused by the machine: a newer lease holder has acted on it since. */
 export class StaleFenceError extends FencedOutError {
-  constructor(cluster: string, machine: string, fence: number, seen: number) {
+  /** `target`: what refused, `machine <cluster>/<name>` or `control plane <cluster>`. */
+  constructor(cluster: string, target: string, fence: number, seen: number) {
     super(cluster);
-    this.message = `machine ${cluster}/${machine} refused a call under lease fence ${String(fence)}: a newer holder (fence ${String(seen)}) has acted on it; this process no longer holds the lease`;
+    this.message = `${target} refused a call under lease fence ${String(fence)}: a newer holder (fence ${String(seen)}) has acted on it; this process no longer holds the lease`;
   }
 }
 
@@ -168,7 +169,7 @@ export interface MachineProvider extends InfraProvider {
   /** Each machine's facts, read without side effects (a provider that cannot tell a machine's ready time yet leaves it out). */
   machineFacts(cluster: string): Promise<MachineFacts[]>;
   /** `fastplane down`: every machine deleted, then the cluster's provider state (its CA too). */
-  destroyCluster(cluster: string): Promise<void>;
+  destroyCluster(cluster: string, fence?: Fence): Promise<void>;
   /** Closes connections; the provider is not used afterwards. */
   close(): Promise<void>;
 }

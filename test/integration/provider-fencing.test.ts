@@ -78,7 +78,7 @@ test('every new holder of a lease gets a higher fence, and a renewal keeps it', 
   await third.release();
 });
 
-test('a deposed holder\'s stop, delete, start and create are refused by the machine, which stays as the new holder left it', async () => {
+test('a deposed holder\'s stop, delete, start, create and teardown are refused by the machine, which stays as the new holder left it', async () => {
   const deposed = await take(false);
   const holder = await take(true);
   const stale = deposed.writer.fence;
@@ -95,7 +95,8 @@ test('a deposed holder\'s stop, delete, start and create are refused by the mach
   await assert.rejects(late.stopMember(CLUSTER, 'fenced-1', stale), StaleFenceError);
   await assert.rejects(late.delete(CLUSTER, 'fenced-1', stale), StaleFenceError);
   await assert.rejects(late.startMember(CLUSTER, 'fenced-1', { ...launch(created.peerURL), initialClusterState: 'existing' }, stale), StaleFenceError);
-  await assert.rejects(late.create({ cluster: CLUSTER, name: 'fenced-2', ordinal: 2, fence: stale }), /refused a call under lease fence/);
+  await assert.rejects(late.create({ cluster: CLUSTER, name: 'fenced-2', ordinal: 2, fence: stale }), /machine fenced\/fenced-2 refused a call under lease fence/);
+  await assert.rejects(late.destroyCluster(CLUSTER, stale), /control plane fenced refused/);
 
   assert.ok(alive(pid), 'the member still runs, the same process');
   assert.equal(pidOf('fenced-1'), pid);

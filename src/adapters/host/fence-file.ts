@@ -7,10 +7,10 @@ import { StaleFenceError, type Fence } from '../../ports/machine-provider.ts';
  * file per number in `dir`. Files are only ever added before an act, so two holders racing can never
  * lower it (rewriting one file could); numbers below the one just passed are removed.
  */
-export async function passFence(dir: string, cluster: string, machine: string, fence: Fence): Promise<void> {
+export async function passFence(dir: string, cluster: string, target: string, fence: Fence): Promise<void> {
   if (fence === undefined) return;
   const seen = await highestFence(dir);
-  if (seen > fence) throw new StaleFenceError(cluster, machine, fence, seen);
+  if (seen > fence) throw new StaleFenceError(cluster, target, fence, seen);
   if (seen === fence) return;
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await writeFile(join(dir, String(fence)), '');

@@ -205,8 +205,9 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    * at once: the data goes anyway, and a leader stopped gracefully while its peers also stop spends
    * ~7 s trying to hand over leadership.
    */
-  async destroyCluster(cluster: string): Promise<void> {
+  async destroyCluster(cluster: string, fence?: Fence): Promise<void> {
     checkName('cluster', cluster);
+    await passFence(this.fenceDir(cluster), cluster, `control plane ${cluster}`, fence);
     const names = await this.machineNames(cluster);
     // Before anything is stopped or forgotten: members this process cannot reach would run on, orphaned.
     for (const name of names) if (!(await this.read(cluster, name))) await this.here(cluster, name);
@@ -292,7 +293,11 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
 
   /** Right before a destructive act: refused when a newer lease holder acted on the cluster here. */
   private passFence(cluster: string, name: string, fence: Fence): Promise<void> {
-    return passFence(join(this.clusterDir(cluster), 'fence'), cluster, name, fence);
+    return passFence(this.fenceDir(cluster), cluster, `machine ${cluster}/${name}`, fence);
+  }
+
+  private fenceDir(cluster: string): string {
+    return join(this.clusterDir(cluster), 'fence');
   }
 
   private clusterDir(cluster: string): string {

@@ -145,7 +145,7 @@ export class SshEtcd {
   private refusedByFence(machine: SshMachineOnHost, fence: Fence, result: ExecResult): void {
     if (fence === undefined || result.code !== FENCED) return;
     const seen = /fence=(\d+)/.exec(result.stderr)?.[1];
-    if (seen !== undefined) throw new StaleFenceError(machine.cluster, machine.name, fence, Number(seen));
+    if (seen !== undefined) throw new StaleFenceError(machine.cluster, `machine ${owner(machine)}`, fence, Number(seen));
   }
 
   private binDir(): string {

@@ -187,8 +187,8 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   }
 
   /** `fastplane down`: every machine of the cluster deleted, then its folder (and CA) removed. */
-  async destroyCluster(cluster: string): Promise<void> {
-    const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name)));
+  async destroyCluster(cluster: string, fence?: Fence): Promise<void> {
+    const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name, fence)));
     const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
     if (failed.length > 0) throw new Error(`could not remove every machine of ${cluster}: ${failed.join('; ')}`);
     await this.state(cluster).drop();
