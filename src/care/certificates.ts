@@ -65,7 +65,7 @@ export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
   deps.onNote('renewed the client certificate');
   return rollingRestart(
     deps,
-    (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name),
+    (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name, deps.lease.fence),
     (machine) => `renewed the certificates of ${machine.name} and restarted it`,
   );
 }
@@ -96,7 +96,7 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
     deps.onNote('renewed the client certificate from the new CA');
     renewed = await rollingRestart(
       deps,
-      (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name),
+      (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name, deps.lease.fence),
       (machine) => `renewed the certificates of ${machine.name} from the new CA and restarted it`,
     );
     phase = 'drop';

@@ -159,7 +159,7 @@ export interface MachineProvider extends InfraProvider {
   /** Every certificate file of the cluster fastplane can read (expiry is judged on them). */
   certificateFiles(cluster: string): Promise<string[]>;
   /** New server and peer certificates for a machine whose member is stopped. */
-  renewMemberCertificates(cluster: string, name: string): Promise<void>;
+  renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void>;
   renewClientCertificate(cluster: string): Promise<void>;
   caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined>;
   /** Changes the CA files for the phase and records it; undefined ends the rotation. */

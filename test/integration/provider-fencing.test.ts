@@ -78,7 +78,7 @@ test('every new holder of a lease gets a higher fence, and a renewal keeps it', 
   await third.release();
 });
 
-test('a deposed holder\'s stop, delete, start, create and teardown are refused by the machine, which stays as the new holder left it', async () => {
+test('a deposed holder\'s stop, delete, start, create, renewal and teardown are refused by the machine, which stays as the new holder left it', async () => {
   const deposed = await take(false);
   const holder = await take(true);
   const stale = deposed.writer.fence;
@@ -90,6 +90,8 @@ test('a deposed holder\'s stop, delete, start, create and teardown are refused b
   const pid = pidOf('fenced-1');
   assert.ok(alive(pid), 'the new holder\'s member runs');
   const before = await mine.describe(CLUSTER, 'fenced-1');
+  const certificates = async (): Promise<string[]> => (await mine.certificateFiles(CLUSTER)).map((file) => readFileSync(file, 'utf8'));
+  const issued = await certificates();
 
   const late = provider();
   await assert.rejects(late.stopMember(CLUSTER, 'fenced-1', stale), StaleFenceError);
@@ -97,6 +99,8 @@ test('a deposed holder\'s stop, delete, start, create and teardown are refused b
   await assert.rejects(late.startMember(CLUSTER, 'fenced-1', { ...launch(created.peerURL), initialClusterState: 'existing' }, stale), StaleFenceError);
   await assert.rejects(late.create({ cluster: CLUSTER, name: 'fenced-2', ordinal: 2, fence: stale }), /machine fenced\/fenced-2 refused a call under lease fence/);
   await assert.rejects(late.destroyCluster(CLUSTER, stale), /control plane fenced refused/);
+  await assert.rejects(late.renewMemberCertificates(CLUSTER, 'fenced-1', stale), StaleFenceError);
+  assert.deepEqual(await certificates(), issued, 'no certificate re-issued');
 
   assert.ok(alive(pid), 'the member still runs, the same process');
   assert.equal(pidOf('fenced-1'), pid);

@@ -15,7 +15,7 @@ import { NetLab, type LabInfo } from '../support/netlab.ts';
 // back, a new holder takes the lease over and provisions and starts the machine's member, then the
 // old call goes on. The host's fence refuses it before it writes anything, and nothing of the new
 // holder's is touched: the member runs on, its data dir is there, the machine is not marked Failed;
-// the deposed holder's later start, stop and delete are refused there too.
+// the deposed holder's later start, stop, certificate renewal and delete are refused there too.
 
 const lab = new NetLab(70);
 // The lab's addresses are not loopback; the prefix only names this file's environment.
@@ -105,6 +105,7 @@ describe('the lease fence on an ssh host', { timeout: 300_000 }, () => {
     await assert.rejects(lateCreate, StaleFenceError);
     await assert.rejects(late.startMember(CLUSTER, NAME, { ...launch(created.peerURL), initialClusterState: 'existing' }, deposed.writer.fence), StaleFenceError);
     await assert.rejects(late.stopMember(CLUSTER, NAME, deposed.writer.fence), StaleFenceError);
+    await assert.rejects(late.renewMemberCertificates(CLUSTER, NAME, deposed.writer.fence), StaleFenceError);
     await assert.rejects(late.delete(CLUSTER, NAME, deposed.writer.fence), StaleFenceError);
 
     const after = await mine.describe(CLUSTER, NAME);

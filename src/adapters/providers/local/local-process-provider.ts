@@ -224,9 +224,10 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   }
 
   /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
-  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+  async renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
+    await this.passFence(cluster, name, fence);
     await this.pki.issueMember(cluster, name, machine.address, true);
   }
 

@@ -74,6 +74,8 @@ export class SshEtcd {
    */
   async installCertificates(machine: SshMachineOnHost, renew = false, fence?: Fence): Promise<void> {
     const { host } = machine;
+    // Renewed keys replace a member's own: the host's fence first (provisioning checks in its wipe).
+    if (renew) await this.passFence(machine, fence);
     const local = await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
     const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
     const remote = memberTlsFiles(remoteDir, remoteDir);

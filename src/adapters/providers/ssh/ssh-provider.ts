@@ -22,7 +22,8 @@ import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } fr
  * record store (StoredClusterState), so any fastplane process on any host sharing the store acts on
  * the same machines; `<stateDir>/clusters/<cluster>/` is only this host's copy of the files. What
  * runs is on the host under baseDir:
- * `bin/etcd-<version>` and `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}`.
+ * `bin/etcd-<version>`, `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}` and
+ * `clusters/<cluster>/fence` (the highest lease fence a call carried: lower ones are refused).
  *
  * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
  * it Provisioned; many are created in parallel. A machine left Provisioning (a provisioning delay, no
@@ -196,9 +197,9 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   }
 
   /** New server and peer certificates for a machine, issued here and written to its host (its member stopped). */
-  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+  async renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void> {
     const machine = await this.provisioned(cluster, name);
-    await this.etcd.installCertificates(machine, true);
+    await this.etcd.installCertificates(machine, true, fence);
   }
 
   async machineNames(cluster: string): Promise<string[]> {
