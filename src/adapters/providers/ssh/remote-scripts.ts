@@ -1,7 +1,8 @@
 /**
  * The shell commands the ssh provider runs on a host, as text: POSIX sh and coreutils only (and
- * util-linux's flock where the host has it), so any Linux host will do. Every path is quoted; a member is recognised by its data dir in the command
- * line of the PID in its pidfile, so a reused PID is never taken for our etcd.
+ * util-linux's flock where the host has it), so any Linux host will do. Every path is quoted; a
+ * member is recognised by its data dir in the command line of the PID in its pidfile, so a reused PID
+ * is never taken for our etcd.
  */
 
 /** Single-quotes a word for sh. */
