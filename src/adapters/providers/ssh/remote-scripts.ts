@@ -27,9 +27,12 @@ export function remoteMember(baseDir: string, cluster: string, name: string): Re
 /** Exit status of a fenced script refused by the host: a newer lease holder acted on the cluster there. */
 export const FENCED = 75;
 
-/** Where a host keeps the highest lease fence any call on the cluster carried. */
+/**
+ * Where a host keeps the highest lease fence any call on the cluster carried: outside the cluster's
+ * folder, whose entries are its machines, and kept when they are wiped.
+ */
 export function fenceFile(baseDir: string, cluster: string): string {
-  return `${baseDir}/clusters/${cluster}/fence`;
+  return `${baseDir}/fences/${cluster}`;
 }
 
 /**

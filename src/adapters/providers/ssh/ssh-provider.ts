@@ -23,7 +23,7 @@ import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } fr
  * the same machines; `<stateDir>/clusters/<cluster>/` is only this host's copy of the files. What
  * runs is on the host under baseDir:
  * `bin/etcd-<version>`, `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}` and
- * `clusters/<cluster>/fence` (the highest lease fence a call carried: lower ones are refused).
+ * `fences/<cluster>` (the highest lease fence a call carried: lower ones are refused).
  *
  * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
  * it Provisioned; many are created in parallel. A machine left Provisioning (a provisioning delay, no
