@@ -90,9 +90,9 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     if (!Number.isInteger(ordinal) || ordinal < 1 || ordinal > 254) {
       throw new InvalidInputError([`machine ordinal ${String(ordinal)} is out of range 1..254 (local provider)`]);
     }
-    await this.passFence(cluster, name, request.fence);
     const existing = await this.read(cluster, name);
     if (existing) return this.infra(existing);
+    await this.passFence(cluster, name, request.fence);
 
     const slot = await this.slots.slotFor(cluster);
     const address = `${this.addressPrefix}.${String(slot)}.${String(ordinal)}`;
