@@ -7,7 +7,7 @@ import type { Note, Runtime } from './runtime.ts';
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */
 export async function destroyControlPlane(runtime: Runtime, manifest: ControlPlane, writer: FencedWriter): Promise<void> {
   await writer.verify();
-  await runtime.provider(manifest).destroyCluster(manifest.metadata.name);
+  await runtime.provider(manifest).destroyCluster(manifest.metadata.name, writer.fence);
   await runtime.store.deleteControlPlane(writer.lease);
 }
 

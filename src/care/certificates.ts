@@ -39,7 +39,7 @@ function machineOf(deps: RenewDeps, voter: VoterHealth): MachineRecord {
 /** Stops the voter's member, runs `between` while it is stopped, and starts it again. */
 async function restartMember(deps: RenewDeps, voter: VoterHealth, between: (machine: MachineRecord) => Promise<void>): Promise<MachineRecord> {
   const machine = machineOf(deps, voter);
-  await deps.provider.stopMember(deps.cluster, machine.name);
+  await deps.provider.stopMember(deps.cluster, machine.name, deps.lease.fence);
   await between(machine);
   await deps.start(machine);
   return machine;
@@ -78,7 +78,7 @@ export function renewalStep(deps: RenewDeps, admin: EtcdAdmin, onRestarted?: (ma
       return { result: proceed('client certificate renewed'), job: { ...job, stage: 'members' } };
     }
     const work = async (voter: VoterHealth): Promise<void> => {
-      const machine = await restartMember(deps, voter, (m) => deps.provider.renewMemberCertificates(deps.cluster, m.name));
+      const machine = await restartMember(deps, voter, (m) => deps.provider.renewMemberCertificates(deps.cluster, m.name, deps.lease.fence));
       onRestarted?.(machine.name);
       note(`renewed the certificates of ${machine.name} and restarted it`);
     };
@@ -129,7 +129,7 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
     deps.onNote('renewed the client certificate from the new CA');
     renewed = await rollingRestart(
       deps,
-      (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name),
+      (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name, deps.lease.fence),
       (machine) => `renewed the certificates of ${machine.name} from the new CA and restarted it`,
     );
     phase = 'drop';

@@ -115,7 +115,7 @@ export async function downgradeCluster(deps: DowngradeDeps, version: string): Pr
       const ids = new Set(higher.map((v) => v.member.id));
       await oneVoterAtATime(deps.admin, endpoints, { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), only: ids }, async (voter) => {
         const machine = machineOf(deps, voter);
-        await deps.provider.stopMember(deps.cluster, machine.name);
+        await deps.provider.stopMember(deps.cluster, machine.name, deps.lease.fence);
         await deps.start({ ...machine, version });
         note(`${machine.name} restarted in place on etcd ${version}`);
       });

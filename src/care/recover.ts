@@ -293,8 +293,8 @@ async function forceNewCluster(deps: RecoverDeps, writer: FencedWriter, plan: Re
   const record = await deps.store.getMachine(cluster, plan.chosen.machine);
   if (record?.peerURL === undefined) throw new Error(`machine ${plan.chosen.machine} has no peer URL`);
   await writer.verify();
-  for (const name of plan.deleted) await provider.stopMember(cluster, name);
-  await provider.stopMember(cluster, plan.chosen.machine);
+  for (const name of plan.deleted) await provider.stopMember(cluster, name, writer.fence);
+  await provider.stopMember(cluster, plan.chosen.machine, writer.fence);
   await writer.verify();
   await startMemberAs({ cluster, provider, writer }, cp, record, { ...relaunchFor(cp, record), forceNewCluster: true });
   await runSteps(forcedBackStep(deps.admin, plan.chosen), clock, FORCED_START_TIMEOUT_MS);

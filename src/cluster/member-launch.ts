@@ -77,7 +77,7 @@ export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord,
   const ran = { version: launch.version, templateHash: template, strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
   // Written on every start, even when `record` already says so: a caller may pass the record as it will be (a downgrade's new version).
   await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
-  await deps.provider.startMember(deps.cluster, record.name, launch);
+  await deps.provider.startMember(deps.cluster, record.name, launch, deps.writer.fence);
 }
 
 /**

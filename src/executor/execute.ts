@@ -1,6 +1,7 @@
 import type { EventRecord } from '../domain/machine.ts';
 import type { Action, Decision, LastMembershipAttempt, MachineAction, Observed } from '../planner/types.ts';
 import { EtcdAdminError } from '../ports/etcd-admin.ts';
+import { StaleFenceError } from '../ports/machine-provider.ts';
 import { RenewDeadlineHoldError } from '../lease/fenced-writer.ts';
 import { controlPlane, endsTheRun, type ExecutionReport, type ExecutorDeps } from './executor-deps.ts';
 
@@ -26,6 +27,12 @@ function describeAction(action: Action): string {
   return machine === undefined ? action.kind : `${action.kind} ${machine}`;
 }
 
+/** A machine that refused a call under this lease: no later side effect of this writer may run. */
+function lostLeaseOn(deps: ExecutorDeps, error: unknown): unknown {
+  if (error instanceof StaleFenceError) deps.writer.markLost(error);
+  return error;
+}
+
 /** etcd answers that say "not now": the planner waits and tries again; everything else failed. */
 const REFUSALS: ReadonlySet<string> = new Set(['NotInSync', 'TooManyLearners', 'UnhealthyCluster', 'NotEnoughStartedMembers', 'PeerURLExists', 'BadLeaderTransferee', 'LearnerRpc']);
 
@@ -42,7 +49,7 @@ async function timed(deps: ExecutorDeps, action: Action, run: () => Promise<unkn
     return undefined;
   } catch (error) {
     // A simulated crash, a lost lease, or input the user must fix (a taken address): stop the run.
-    if (endsTheRun(error)) throw error;
+    if (endsTheRun(error)) throw lostLeaseOn(deps, error);
     const message = error instanceof Error ? error.message : String(error);
     const outcome = (error instanceof EtcdAdminError && REFUSALS.has(error.kind)) || error instanceof RenewDeadlineHoldError ? 'Refused' : 'Failed';
     await emit(deps, { at, endedAt: deps.clock.now(), type: 'Warning', reason: action.reason, action: action.kind, outcome, message: `${describeAction(action)} failed: ${message}`, ...machine });
@@ -62,9 +69,9 @@ function resumeProvisioning(deps: ExecutorDeps, observed: Observed, decision: De
     .filter((m) => m.infra?.state === 'Provisioning' && !acted.has(m.record.name))
     .map(async ({ record }) => {
       try {
-        await deps.provider.provision(deps.cluster, record.name);
+        await deps.provider.provision(deps.cluster, record.name, deps.writer.fence);
       } catch (error) {
-        if (endsTheRun(error)) throw error;
+        if (endsTheRun(error)) throw lostLeaseOn(deps, error);
         const at = deps.clock.now();
         const message = `CreateMachine ${record.name} failed: ${error instanceof Error ? error.message : String(error)}`;
         await emit(deps, { at, endedAt: at, type: 'Warning', reason: 'ResumeCreate', action: 'CreateMachine', outcome: 'Failed', message, machine: record.name });

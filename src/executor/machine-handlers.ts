@@ -23,7 +23,7 @@ async function createMachine(deps: ExecutorDeps, cp: ControlPlaneRecord, action:
   await deps.writer.commit({ kind: 'CreateMachine', record }, { kind: 'ReserveOrdinal', ordinal: action.ordinal });
   deps.failpoint('after-create-record');
   await deps.writer.verify();
-  const request = { cluster: deps.cluster, name: action.machine, ordinal: action.ordinal, ...(action.failureDomain !== undefined ? { failureDomain: action.failureDomain } : {}) };
+  const request = { cluster: deps.cluster, name: action.machine, ordinal: action.ordinal, fence: deps.writer.fence, ...(action.failureDomain !== undefined ? { failureDomain: action.failureDomain } : {}) };
   const infra = await deps.provider.create(request);
   deps.failpoint('after-provider-create');
   const latest = await machineRecord(deps, action.machine);
@@ -45,7 +45,7 @@ async function createMachine(deps: ExecutorDeps, cp: ControlPlaneRecord, action:
 async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
   deps.failpoint('before-delete-machine');
   await deps.writer.verify();
-  await deps.provider.delete(deps.cluster, name);
+  await deps.provider.delete(deps.cluster, name, deps.writer.fence);
   deps.failpoint('after-provider-delete');
   if ((await deps.provider.describe(deps.cluster, name)) === undefined) await deps.writer.commit({ kind: 'DeleteMachine', name });
 }

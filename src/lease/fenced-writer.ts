@@ -47,6 +47,11 @@ export class FencedWriter {
     private readonly deadline?: RenewDeadline,
   ) {}
 
+  /** The lease's fencing number, for the provider calls made under it (undefined: the store gave none). */
+  get fence(): number | undefined {
+    return this.lease.fence;
+  }
+
   get lost(): boolean {
     return this.lostWith !== undefined;
   }

@@ -80,9 +80,10 @@ export class LeaseKeeper {
     private readonly token: string,
     private readonly options: LeaseKeeperOptions & { ttlMs: number },
     acquiredAt: number,
+    fence: number | undefined,
   ) {
     const { clock, ttlMs } = options;
-    this.writer = new FencedWriter(store, { cluster, token }, { clock, ttlMs, marginMs: leaseMarginMs(ttlMs), callBoundMs: options.callBoundMs ?? leaseCallBoundMs(ttlMs), renewedAt: acquiredAt });
+    this.writer = new FencedWriter(store, { cluster, token, ...(fence === undefined ? {} : { fence }) }, { clock, ttlMs, marginMs: leaseMarginMs(ttlMs), callBoundMs: options.callBoundMs ?? leaseCallBoundMs(ttlMs), renewedAt: acquiredAt });
   }
 
   /** Takes the lease when it is free; undefined when a live holder has it. */
@@ -94,7 +95,9 @@ export class LeaseKeeper {
     const holder = { token, holder: options.holder ?? `${hostname()}:${String(process.pid)}`, host: hostname(), pid: process.pid, ttlMs, ...(identity ? { identity } : {}) };
     const now = options.clock.now();
     if (!(await store.acquireLease(cluster, holder, now, { force: options.force === true }))) return undefined;
-    const keeper = new LeaseKeeper(store, cluster, token, { ...options, ttlMs }, now);
+    // The store numbered this holding; provider calls carry the number to the hosts.
+    const taken = await store.getLease(cluster);
+    const keeper = new LeaseKeeper(store, cluster, token, { ...options, ttlMs }, now, taken?.token === token ? taken.fence : undefined);
     options.log?.info({ cluster, holder: holder.holder, ttlMs }, `lease on ${cluster} taken by ${holder.holder}`);
     keeper.startRenewing();
     return keeper;

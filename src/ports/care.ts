@@ -1,4 +1,5 @@
 import type { CareJobRecord } from '../domain/care-job.ts';
+import type { Fence } from './machine-provider.ts';
 import type { StoreWrite } from './state-store.ts';
 
 /**
@@ -33,6 +34,8 @@ export interface ObservedCare {
 export interface LeaseGuard {
   /** Throws when this process no longer holds the cluster's lease. */
   verify(): Promise<void>;
+  /** The lease's fencing number, carried by every restart's stop and start. */
+  readonly fence?: Fence;
 }
 
 /** The lease's writer (the FencedWriter): a restart records how its member starts, fenced by the lease. */

@@ -1,5 +1,23 @@
 import type { TlsFiles } from './etcd-admin.ts';
 import type { SnapshotSource } from '../domain/machine.ts';
+import { FencedOutError } from './state-store.ts';
+
+/**
+ * The fencing number of the lease a destructive call is made under (LeaseRecord.fence). The machine
+ * itself keeps the highest number it was called with and checks it right before it acts: a lower one
+ * (a deposed holder's call still in flight) is refused with StaleFenceError and changes nothing.
+ * Undefined: a call made under no lease (benchmarks, tools), which is not checked.
+ */
+export type Fence = number | undefined;
+
+/** A destructive call refused by the machine: a newer lease holder has acted on it since. */
+export class StaleFenceError extends FencedOutError {
+  /** `target`: what refused, `machine <cluster>/<name>` or `control plane <cluster>`. */
+  constructor(cluster: string, target: string, fence: number, seen: number) {
+    super(cluster);
+    this.message = `${target} refused a call under lease fence ${String(fence)}: a newer holder (fence ${String(seen)}) has acted on it; this process no longer holds the lease`;
+  }
+}
 
 /**
  * Where machines come from. Creation and deletion return at once; the machine's state then moves on by
@@ -97,6 +115,7 @@ export interface CreateMachineRequest {
   /** Monotonic per cluster, so a replacement never reuses a removed member's peer URL. */
   ordinal: number;
   failureDomain?: string;
+  fence?: Fence;
 }
 
 export interface InfraProvider {
@@ -108,13 +127,13 @@ export interface InfraProvider {
    * here, after a crash or while it waits for a host); idempotent, and a no-op for a machine in any
    * other state. A failure leaves the machine Failed with the reason. Undefined once it is gone.
    */
-  provision(cluster: string, name: string): Promise<MachineInfra | undefined>;
+  provision(cluster: string, name: string, fence?: Fence): Promise<MachineInfra | undefined>;
   /** The machine's etcd component started (providers: `components(...).etcd.start`). */
-  startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void>;
+  startMember(cluster: string, name: string, launch: MemberLaunch, fence?: Fence): Promise<void>;
   /** The machine's etcd component stopped. */
-  stopMember(cluster: string, name: string): Promise<void>;
+  stopMember(cluster: string, name: string, fence?: Fence): Promise<void>;
   /** Stops the member process and starts tearing the machine down; idempotent. */
-  delete(cluster: string, name: string): Promise<void>;
+  delete(cluster: string, name: string, fence?: Fence): Promise<void>;
 }
 
 /** Which rolling restart a CA rotation needs next: trust both CAs, re-issue from the new one, drop the old. */
@@ -143,8 +162,8 @@ export interface MachineFacts {
 export type CommittedIndexReading = { kind: 'index'; raftIndex: number } | { kind: 'noData' } | { kind: 'unreachable'; reason: string };
 
 export interface MachineProvider extends InfraProvider {
-  /** The components of a machine; each call of theirs acts on the machine as it is then. */
-  components(cluster: string, name: string): MachineComponents;
+  /** The components of a machine; each call of theirs acts on the machine as it is then (starts and stops fenced by `fence`). */
+  components(cluster: string, name: string, fence?: Fence): MachineComponents;
   /** The client certificate fastplane presents to the cluster's members; undefined when insecure. */
   clientTls(cluster: string): TlsFiles | undefined;
   /** The same files, brought to this host from the record store first: what a client is built from. */
@@ -152,7 +171,7 @@ export interface MachineProvider extends InfraProvider {
   /** Every certificate file of the cluster fastplane can read (expiry is judged on them). */
   certificateFiles(cluster: string): Promise<string[]>;
   /** New server and peer certificates for a machine whose member is stopped. */
-  renewMemberCertificates(cluster: string, name: string): Promise<void>;
+  renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void>;
   renewClientCertificate(cluster: string): Promise<void>;
   caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined>;
   /** Changes the CA files for the phase and records it; undefined ends the rotation. */
@@ -164,7 +183,7 @@ export interface MachineProvider extends InfraProvider {
   /** The committed index in the machine's member data dir, read where it lies without starting anything. */
   committedIndexOffline(cluster: string, name: string): Promise<CommittedIndexReading>;
   /** `fastplane down`: every machine deleted, then the cluster's provider state (its CA too). */
-  destroyCluster(cluster: string): Promise<void>;
+  destroyCluster(cluster: string, fence?: Fence): Promise<void>;
   /** Closes connections; the provider is not used afterwards. */
   close(): Promise<void>;
 }

@@ -100,6 +100,8 @@ export interface AppliedSpec {
 export interface WriterLease {
   cluster: string;
   token: string;
+  /** The lease's fencing number (LeaseRecord.fence), which the holder's provider calls carry. */
+  fence?: number;
 }
 
 export interface LeaseHolder {
@@ -135,6 +137,11 @@ export interface LeaseRecord extends LeaseHolder {
   acquiredAt: number;
   renewedAt: number;
   stopRequested: boolean;
+  /**
+   * The fencing number: set by the store when a new token takes the lease, higher than every number
+   * the store gave before (any cluster), kept by renewals. Hosts refuse calls carrying a lower one.
+   */
+  fence?: number;
 }
 
 export type StoreWrite =

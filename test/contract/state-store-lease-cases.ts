@@ -108,4 +108,27 @@ export function defineLeaseCases(withStore: WithStore): void {
       assert.equal((await store.renewLease('alpha', 'holder', T0 + 2))?.stopRequested, true);
     }),
   );
+
+  test(
+    'each new holder of a lease gets a fence higher than any the store gave, on any cluster or connection; renewals keep it',
+    withStore(async (store, other) => {
+      await store.applySpec(manifest('alpha'), T0);
+      await store.applySpec(manifest('beta'), T0);
+      const fenceOf = async (cluster: string): Promise<number> => (await store.getLease(cluster))?.fence ?? Number.NaN;
+      assert.equal(await store.acquireLease('alpha', holder('first'), T0), true);
+      const first = await fenceOf('alpha');
+      assert.ok(Number.isSafeInteger(first), 'the lease carries a fence');
+      assert.equal(await store.acquireLease('alpha', holder('first'), T0 + 1), true);
+      assert.equal((await store.renewLease('alpha', 'first', T0 + 2))?.fence, first, 'the same holder keeps its fence');
+      assert.equal(await other.acquireLease('beta', holder('elsewhere'), T0 + 3), true);
+      const beta = await fenceOf('beta');
+      assert.ok(beta > first, 'another cluster, through another connection: higher still');
+      assert.equal(await other.acquireLease('alpha', holder('second'), T0 + 4, { force: true }), true);
+      const second = await fenceOf('alpha');
+      assert.ok(second > beta, `taken over: ${String(second)} > ${String(beta)}`);
+      await store.releaseLease('alpha', 'second');
+      assert.equal(await store.acquireLease('alpha', holder('third'), T0 + 5), true);
+      assert.ok((await fenceOf('alpha')) > second, 'released and taken again: never a number given before');
+    }),
+  );
 }

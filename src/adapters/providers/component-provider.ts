@@ -1,5 +1,5 @@
 import type { TlsFiles } from '../../ports/etcd-admin.ts';
-import type { CaRotationPhase, MachineComponents, MemberLaunch } from '../../ports/machine-provider.ts';
+import type { CaRotationPhase, Fence, MachineComponents, MemberLaunch } from '../../ports/machine-provider.ts';
 import { etcdComponent, type EtcdProcess } from '../host/etcd-component.ts';
 import { ClusterPki } from '../pki/cluster-pki.ts';
 import type { StoredClusterState } from '../stored-cluster-state.ts';
@@ -29,21 +29,21 @@ export abstract class ComponentProvider {
   /** The cluster's provider state in the record store, with this host's copy of its files. */
   protected abstract state(cluster: string): StoredClusterState;
 
-  /** How the machine's etcd process is run and seen: what differs between providers. */
-  protected abstract etcdProcess(cluster: string, name: string): EtcdProcess;
+  /** How the machine's etcd process is run and seen: what differs between providers. Starts and stops are checked against `fence` on the machine. */
+  protected abstract etcdProcess(cluster: string, name: string, fence: Fence): EtcdProcess;
 
   abstract machineNames(cluster: string): Promise<string[]>;
 
-  components(cluster: string, name: string): MachineComponents {
-    return { etcd: etcdComponent(this.etcdProcess(cluster, name), () => this.loadClientTls(cluster)) };
+  components(cluster: string, name: string, fence?: Fence): MachineComponents {
+    return { etcd: etcdComponent(this.etcdProcess(cluster, name, fence), () => this.loadClientTls(cluster)) };
   }
 
-  startMember(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
-    return this.components(cluster, name).etcd.start(launch);
+  startMember(cluster: string, name: string, launch: MemberLaunch, fence?: Fence): Promise<void> {
+    return this.components(cluster, name, fence).etcd.start(launch);
   }
 
-  stopMember(cluster: string, name: string): Promise<void> {
-    return this.components(cluster, name).etcd.stop();
+  stopMember(cluster: string, name: string, fence?: Fence): Promise<void> {
+    return this.components(cluster, name, fence).etcd.stop();
   }
 
   /** fastplane's client credentials for the cluster's members; undefined when insecure. */

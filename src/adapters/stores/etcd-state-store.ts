@@ -153,13 +153,17 @@ export class EtcdStateStore implements StateStore {
   async acquireLease(cluster: string, holder: LeaseHolder, now: number, options: { force?: boolean } = {}): Promise<boolean> {
     const key = this.keys.lease(cluster);
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const kv = await this.get(key);
+      const { kv, revision } = await this.getWithRevision(key);
       const current = kv && decodeLease('leases', key, kv.value.toString());
       // Present means unexpired: etcd deleted the key of a holder that stopped renewing.
       const taken = current !== undefined && current.token !== holder.token && this.isHolderAlive(current);
       if (taken && options.force !== true) return false;
-      const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
-      const record: LeaseRecord = { ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false };
+      const same = current?.token === holder.token;
+      const acquiredAt = same ? current.acquiredAt : now;
+      // The read is linearizable: every fence given before was at most the revision it was put at, so
+      // one past the revision read is higher than all of them.
+      const fence = same && current.fence !== undefined ? current.fence : revision + 1;
+      const record: LeaseRecord = { ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false, fence };
       if (await this.putLease(key, kv, record)) return true;
     }
     throw this.contended(`acquire the lease of ${cluster}`);
@@ -321,6 +325,12 @@ export class EtcdStateStore implements StateStore {
   private async get(key: string): Promise<IKeyValue | undefined> {
     const response = await this.etcd.read((client) => client.kv.range({ key: Buffer.from(key) }));
     return response.kvs[0];
+  }
+
+  /** The key and the store's revision when it was read. */
+  private async getWithRevision(key: string): Promise<{ kv: IKeyValue | undefined; revision: number }> {
+    const response = await this.etcd.read((client) => client.kv.range({ key: Buffer.from(key) }));
+    return { kv: response.kvs[0], revision: Number(response.header.revision) };
   }
 
   private async range(prefix: string): Promise<IKeyValue[]> {

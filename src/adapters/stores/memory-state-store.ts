@@ -50,6 +50,8 @@ export class MemoryStateStore implements StateStore {
   private events: EventRecord[] = [];
   private eventSeq = 0;
   private leases = new Map<string, LeaseRecord>();
+  /** The last fencing number given (LeaseRecord.fence): never reused, whatever cluster. */
+  private lastFence = 0;
   /** pool -> key -> owner. */
   private claims = new Map<string, Map<string, string>>();
   private readonly documents = new Map<string, Map<string, string>>();
@@ -166,8 +168,10 @@ export class MemoryStateStore implements StateStore {
   acquireLease(cluster: string, holder: LeaseHolder, now: number, options: { force?: boolean } = {}): Promise<boolean> {
     const current = this.leases.get(cluster);
     if (current && current.token !== holder.token && !this.isFree(current, now) && options.force !== true) return Promise.resolve(false);
-    const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
-    this.leases.set(cluster, { ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false });
+    const same = current?.token === holder.token;
+    const acquiredAt = same ? current.acquiredAt : now;
+    const fence = same && current.fence !== undefined ? current.fence : ++this.lastFence;
+    this.leases.set(cluster, { ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false, fence });
     return Promise.resolve(true);
   }
 

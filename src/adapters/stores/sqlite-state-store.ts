@@ -24,6 +24,9 @@ import { watchSqliteSpecs } from './sqlite-spec-watch.ts';
 
 export { CorruptStateError, SCHEMA_VERSION };
 
+const FENCE_SCOPE = 'lease-fence';
+const FENCE_KEY = 'last';
+
 /**
  * The durable StateStore: one SQLite file shared by every fastplane process on the host. A lease's
  * expiry is judged on the host's boot clock (src/adapters/host/boot-clock.ts), which all those
@@ -163,11 +166,23 @@ export class SqliteStateStore implements StateStore {
         const current = row && this.leaseOf(row);
         const taken = row !== undefined && current !== undefined && current.token !== holder.token && !expired(row, current) && !isProvenGone(current.identity);
         if (taken && options.force !== true) return false;
-        const acquiredAt = current?.token === holder.token ? current.acquiredAt : now;
-        this.writeLease({ ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false });
+        const same = current?.token === holder.token;
+        const acquiredAt = same ? current.acquiredAt : now;
+        const fence = same && current.fence !== undefined ? current.fence : this.nextFence();
+        this.writeLease({ ...holder, cluster, acquiredAt, renewedAt: now, stopRequested: false, fence });
         return true;
       }),
     );
+  }
+
+  /**
+   * The next fencing number, in the caller's transaction. Kept as a document of its own scope (no
+   * provider's scope is without a slash): a lease row goes with its release, the counter never does.
+   */
+  private nextFence(): number {
+    const fence = Number(this.statements.getDocument.get(FENCE_SCOPE, FENCE_KEY)?.value ?? '0') + 1;
+    this.statements.putDocument.run(FENCE_SCOPE, FENCE_KEY, String(fence));
+    return fence;
   }
 
   renewLease(cluster: string, token: string, now: number): Promise<LeaseRecord | undefined> {

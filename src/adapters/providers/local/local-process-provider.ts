@@ -4,12 +4,13 @@ import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CommittedIndexReading, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CommittedIndexReading, CreateMachineRequest, Fence, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import { committedIndexOf } from '../../etcd/wal-commit.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
 import { dirBytes } from '../../host/dir-bytes.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
+import { passFence } from '../../host/fence-file.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
@@ -94,6 +95,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     }
     const existing = await this.read(cluster, name);
     if (existing) return this.infra(existing);
+    await this.passFence(cluster, name, request.fence);
 
     const slot = await this.slots.slotFor(cluster);
     const address = `${this.addressPrefix}.${String(slot)}.${String(ordinal)}`;
@@ -143,10 +145,16 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   }
 
   /** A local process, tracked by PID and recognised by its data dir in its command line. */
-  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+  protected etcdProcess(cluster: string, name: string, fence: Fence): EtcdProcess {
     return {
-      start: (launch) => this.startEtcd(cluster, name, launch),
-      stop: () => this.stopEtcd(cluster, name),
+      start: async (launch) => {
+        await this.passFence(cluster, name, fence);
+        await this.startEtcd(cluster, name, launch);
+      },
+      stop: async () => {
+        await this.passFence(cluster, name, fence);
+        await this.stopEtcd(cluster, name);
+      },
       running: async () => {
         const machine = await this.read(cluster, name);
         return machine !== undefined && this.isRunning(machine);
@@ -187,9 +195,10 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    * Starts the teardown (stops the member, sets when the machine is gone) and, on a later call once
    * that time has come, wipes the machine: each call moves it on, and none blocks for the delay.
    */
-  async delete(cluster: string, name: string): Promise<void> {
+  async delete(cluster: string, name: string, fence?: Fence): Promise<void> {
     let machine = await this.here(cluster, name);
     if (!machine) return;
+    await this.passFence(cluster, name, fence);
     if (machine.deleting !== true) {
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
@@ -208,8 +217,9 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    * at once: the data goes anyway, and a leader stopped gracefully while its peers also stop spends
    * ~7 s trying to hand over leadership.
    */
-  async destroyCluster(cluster: string): Promise<void> {
+  async destroyCluster(cluster: string, fence?: Fence): Promise<void> {
     checkName('cluster', cluster);
+    await passFence(this.fenceDir(cluster), cluster, `control plane ${cluster}`, fence);
     const names = await this.machineNames(cluster);
     // Before anything is stopped or forgotten: members this process cannot reach would run on, orphaned.
     for (const name of names) if (!(await this.read(cluster, name))) await this.here(cluster, name);
@@ -226,9 +236,10 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   }
 
   /** New server and peer certificates for a machine (its member must be stopped: etcd reads them per handshake). */
-  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+  async renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
+    await this.passFence(cluster, name, fence);
     await this.pki.issueMember(cluster, name, machine.address, true);
   }
 
@@ -291,6 +302,15 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
 
   private draw(range: DurationRange): number {
     return drawDuration(range, this.random);
+  }
+
+  /** Right before a destructive act: refused when a newer lease holder acted on the cluster here. */
+  private passFence(cluster: string, name: string, fence: Fence): Promise<void> {
+    return passFence(this.fenceDir(cluster), cluster, `machine ${cluster}/${name}`, fence);
+  }
+
+  private fenceDir(cluster: string): string {
+    return join(this.clusterDir(cluster), 'fence');
   }
 
   private clusterDir(cluster: string): string {

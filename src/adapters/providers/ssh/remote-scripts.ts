@@ -1,7 +1,8 @@
 /**
- * The shell commands the ssh provider runs on a host, as text: POSIX sh and coreutils only, so any
- * Linux host will do. Every path is quoted; a member is recognised by its data dir in the command
- * line of the PID in its pidfile, so a reused PID is never taken for our etcd.
+ * The shell commands the ssh provider runs on a host, as text: POSIX sh and coreutils only (and
+ * util-linux's flock where the host has it), so any Linux host will do. Every path is quoted; a
+ * member is recognised by its data dir in the command line of the PID in its pidfile, so a reused PID
+ * is never taken for our etcd.
  */
 
 /** Single-quotes a word for sh. */
@@ -21,6 +22,35 @@ export interface RemoteMember {
 export function remoteMember(baseDir: string, cluster: string, name: string): RemoteMember {
   const dir = `${baseDir}/clusters/${cluster}/${name}`;
   return { dir, dataDir: `${dir}/data`, pidFile: `${dir}/etcd.pid`, startedAtFile: `${dir}/started-at`, logFile: `${dir}/etcd.log`, pkiDir: `${dir}/pki` };
+}
+
+/** Exit status of a fenced script refused by the host: a newer lease holder acted on the cluster there. */
+export const FENCED = 75;
+
+/**
+ * Where a host keeps the highest lease fence any call on the cluster carried: outside the cluster's
+ * folder, whose entries are its machines, and kept when they are wiped.
+ */
+export function fenceFile(baseDir: string, cluster: string): string {
+  return `${baseDir}/fences/${cluster}`;
+}
+
+/**
+ * The lines a destructive script starts with: under the cluster's fence lock (flock, held to the
+ * script's end so the act runs before any newer holder's), refuse a fence lower than the host's with
+ * FENCED and `fence=<the host's>` on stderr, else record it. No fence: nothing checked.
+ */
+export function fenceLines(file: string, fence: number | undefined): string[] {
+  if (fence === undefined) return [];
+  const dir = file.slice(0, file.lastIndexOf('/'));
+  return [
+    `mkdir -p ${q(dir)}`,
+    `exec 9>>${q(`${file}.lock`)}`,
+    'if command -v flock >/dev/null 2>&1; then flock 9; fi',
+    `seen=$(cat ${q(file)} 2>/dev/null || true)`,
+    `if [ -n "$seen" ] && [ "$seen" -gt ${String(fence)} ]; then echo "fence=$seen" >&2; exit ${String(FENCED)}; fi`,
+    `if [ "$seen" != ${String(fence)} ]; then echo ${String(fence)} >${q(`${file}.tmp`)} && mv -f ${q(`${file}.tmp`)} ${q(file)}; fi`,
+  ];
 }
 
 function aliveFunction(m: RemoteMember): string {
@@ -56,23 +86,26 @@ export const CHECK_SCRIPT = `uname -s; uname -m; cat /proc/net/tcp /proc/net/tcp
  * Starts etcd detached in its own session (it outlives the SSH session), unless our member already
  * runs. `$!` is etcd's PID: a background job is never a process group leader, so setsid does not fork.
  */
-export function startScript(m: RemoteMember, binary: string, args: string[]): string {
+export function startScript(m: RemoteMember, binary: string, args: string[], fence: readonly string[]): string {
   return [
     'set -e',
+    ...fence,
     aliveFunction(m),
     `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
     `if alive "$pid"; then exit 0; fi`,
     `mkdir -p ${q(m.dir)} && chmod 700 ${q(m.dir)}`,
-    `setsid ${q(binary)} ${args.map(q).join(' ')} >>${q(m.logFile)} 2>&1 </dev/null &`,
+    // etcd must not inherit the fence lock (fd 9): it would hold it for its whole life.
+    `setsid ${q(binary)} ${args.map(q).join(' ')} >>${q(m.logFile)} 2>&1 </dev/null 9>&- &`,
     `echo $! >${q(m.pidFile)}`,
     `echo $(($(date +%s%N) / 1000000)) >${q(m.startedAtFile)}`,
   ].join('\n');
 }
 
 /** SIGTERM, up to graceMs, then SIGKILL; returns once the process is gone (or only a zombie). */
-export function stopScript(m: RemoteMember, graceMs: number): string {
+export function stopScript(m: RemoteMember, graceMs: number, fence: readonly string[]): string {
   const ticks = Math.max(0, Math.ceil(graceMs / 100));
   return [
+    ...fence,
     aliveFunction(m),
     `gone() { [ ! -e /proc/$1 ] || [ "$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null)" = Z ]; }`,
     `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
@@ -86,9 +119,9 @@ export function stopScript(m: RemoteMember, graceMs: number): string {
 }
 
 /** Stops the member at once and removes everything of it on the host. */
-export function wipeScript(m: RemoteMember): string {
+export function wipeScript(m: RemoteMember, fence: readonly string[]): string {
   // The stop runs in a subshell: its early `exit 0` (nothing running) must not skip the removal.
-  return `(\n${stopScript(m, 0)}\n) && rm -rf ${q(m.dir)}`;
+  return [...fence, `(\n${stopScript(m, 0, [])}\n) && rm -rf ${q(m.dir)}`].join('\n');
 }
 
 /**

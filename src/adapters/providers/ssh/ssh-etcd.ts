@@ -1,13 +1,13 @@
 import { gunzipSync } from 'node:zlib';
 import { readFile } from 'node:fs/promises';
-import type { MemberLaunch } from '../../../ports/machine-provider.ts';
+import { StaleFenceError, type Fence, type MemberLaunch } from '../../../ports/machine-provider.ts';
 import { memberFlags } from '../../host/member-flags.ts';
 import type { ClusterPki } from '../../pki/cluster-pki.ts';
 import { clientTlsFiles, memberTlsFiles } from '../../pki/pki-files.ts';
 import { ensureRemoteCopy, restoreOnHost, writeRemoteFiles } from './remote-files.ts';
-import { CHECK_SCRIPT, describeScript, hexPort, lastWalScript, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
+import { CHECK_SCRIPT, describeScript, FENCED, fenceFile, fenceLines, hexPort, lastWalScript, remoteMember, startScript, stopScript, wipeScript } from './remote-scripts.ts';
 import { lastCommitIn } from '../../etcd/wal-commit.ts';
-import type { SshConnections, SshTarget } from './ssh-connections.ts';
+import type { ExecResult, SshConnections, SshTarget } from './ssh-connections.ts';
 import { owner } from './ssh-machine.ts';
 
 export const CLIENT_PORT = 2379;
@@ -45,6 +45,14 @@ export class SshEtcd {
     private readonly options: { baseDir: string; findBinary: (version: string) => string; stopGraceMs?: number | undefined },
   ) {}
 
+  /** The host's fence for the cluster checked and raised to `fence`, before a provisioning writes anything. */
+  async passFence(machine: SshMachineOnHost, fence: Fence): Promise<void> {
+    if (fence === undefined) return;
+    const result = await this.ssh.exec(machine.host, fenceLines(fenceFile(this.options.baseDir, machine.cluster), fence).join('\n'));
+    this.refusedByFence(machine, fence, result);
+    if (result.code !== 0) throw new Error(`checking the lease fence on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
   /** Reachable, Linux, and nothing but maybe our own member on 2379/2380. */
   async checkHost(host: SshTarget): Promise<void> {
     const result = await this.ssh.exec(host, CHECK_SCRIPT);
@@ -67,8 +75,10 @@ export class SshEtcd {
    * Issued here with the host's address, then written to the host: keys 0600, dirs 0700. `renew`:
    * new keys and certificates for a member that has run (stopped meanwhile), its data left alone.
    */
-  async installCertificates(machine: SshMachineOnHost, renew = false): Promise<void> {
+  async installCertificates(machine: SshMachineOnHost, renew = false, fence?: Fence): Promise<void> {
     const { host } = machine;
+    // Renewed keys replace a member's own: the host's fence first (provisioning checks in its wipe).
+    if (renew) await this.passFence(machine, fence);
     await this.pki.issueMember(machine.cluster, machine.name, host.address, renew);
     const remoteDir = remoteMember(this.options.baseDir, machine.cluster, machine.name).pkiDir;
     const remote = memberTlsFiles(remoteDir, remoteDir);
@@ -86,18 +96,28 @@ export class SshEtcd {
     if (!renew) {
       // A machine being provisioned has never run: whatever a machine of the same name left on this
       // host (a crash before its wipe) is not its data, and etcd must not start from it.
-      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name)));
+      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fence(machine.cluster, fence)));
+      this.refusedByFence(machine, fence, wiped);
       if (wiped.code !== 0) throw new Error(`wiping ${owner(machine)} on ${host.address} failed: ${wiped.stderr.trim()}`);
     }
     await writeRemoteFiles(this.ssh, host, files);
   }
 
-  async start(machine: SshMember, launch: MemberLaunch): Promise<void> {
+  /** Stops the member at once and removes its files, unless the host's fence is newer than `fence`. */
+  async wipe(machine: SshMachineOnHost, fence: Fence): Promise<void> {
+    const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fence(machine.cluster, fence)));
+    this.refusedByFence(machine, fence, result);
+    if (result.code !== 0) throw new Error(`wiping ${owner(machine)} on ${machine.host.address} failed: ${result.stderr.trim()}`);
+  }
+
+  async start(machine: SshMember, launch: MemberLaunch, fence: Fence): Promise<void> {
     const { cluster, host } = machine;
     const member = remoteMember(this.options.baseDir, cluster, machine.name);
     const binary = await this.ensureBinary(host, launch.version);
     const pki = memberTlsFiles(member.pkiDir, member.pkiDir);
     const args = memberFlags({ clientURL: machine.clientURL, peerURL: machine.peerURL, dataDir: member.dataDir, tls: pki }, launch);
+    // Before the CA bundle is rewritten: a deposed holder's late start must not put back an old one.
+    await this.passFence(machine, fence);
     // The cluster's CA bundle as it is now: a CA rotation changes it between its rolling restarts.
     const bundle = await this.pki.readCa(cluster, (pkiDir) => readFile(clientTlsFiles(pkiDir).caFile));
     await writeRemoteFiles(this.ssh, host, [{ path: pki.caFile, mode: 0o644, content: bundle }]);
@@ -105,12 +125,14 @@ export class SshEtcd {
       const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
       await restoreOnHost(this.ssh, host, target, { ...launch, restoreFrom: launch.restoreFrom });
     }
-    const result = await this.ssh.exec(host, startScript(member, binary, args));
+    const result = await this.ssh.exec(host, startScript(member, binary, args, this.fence(cluster, fence)));
+    this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`starting etcd on ${host.address} failed: ${result.stderr.trim()}`);
   }
 
-  async stop(machine: SshMachineOnHost): Promise<void> {
-    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000));
+  async stop(machine: SshMachineOnHost, fence: Fence): Promise<void> {
+    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000, this.fence(machine.cluster, fence)));
+    this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`stopping etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
 
@@ -138,6 +160,17 @@ export class SshEtcd {
     if (result.code !== 0) throw new Error(`reading the write-ahead log of ${owner(machine)} on ${machine.host.address} failed: ${result.stderr.trim()}`);
     const encoded = result.stdout.trim();
     return encoded === '' ? undefined : lastCommitIn(gunzipSync(Buffer.from(encoded, 'base64')));
+  }
+
+  private fence(cluster: string, fence: Fence): string[] {
+    return fenceLines(fenceFile(this.options.baseDir, cluster), fence);
+  }
+
+  /** A script the host refused under its fence: this holder was deposed. */
+  private refusedByFence(machine: SshMachineOnHost, fence: Fence, result: ExecResult): void {
+    if (fence === undefined || result.code !== FENCED) return;
+    const seen = /fence=(\d+)/.exec(result.stderr)?.[1];
+    if (seen !== undefined) throw new StaleFenceError(machine.cluster, `machine ${owner(machine)}`, fence, Number(seen));
   }
 
   private binDir(): string {

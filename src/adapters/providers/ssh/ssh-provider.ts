@@ -3,7 +3,7 @@ import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import type { SshHost } from '../../../api/ssh-provider.ts';
-import type { CommittedIndexReading, CreateMachineRequest, MachineFacts, MachineInfra, MachineProvider } from '../../../ports/machine-provider.ts';
+import { StaleFenceError, type CommittedIndexReading, type CreateMachineRequest, type Fence, type MachineFacts, type MachineInfra, type MachineProvider } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
@@ -11,7 +11,6 @@ import type { EtcdProcess } from '../../host/etcd-component.ts';
 import { ComponentProvider } from '../component-provider.ts';
 import { stateScope } from '../provider-environment.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
-import { remoteMember, wipeScript } from './remote-scripts.ts';
 import { CLIENT_PORT, PEER_PORT, SshEtcd, type MemberSeen } from './ssh-etcd.ts';
 import { SshConnections, SshUnreachableError, type SshTarget } from './ssh-connections.ts';
 import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } from './ssh-machine.ts';
@@ -24,7 +23,8 @@ import { hostKey, identity, MACHINE, machineKey, owner, type SshMachineFile } fr
  * record store (StoredClusterState), so any fastplane process on any host sharing the store acts on
  * the same machines; `<stateDir>/clusters/<cluster>/` is only this host's copy of the files. What
  * runs is on the host under baseDir:
- * `bin/etcd-<version>` and `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}`.
+ * `bin/etcd-<version>`, `clusters/<cluster>/<name>/{data,pki,etcd.pid,started-at,etcd.log}` and
+ * `fences/<cluster>` (the highest lease fence a call carried: lower ones are refused).
  *
  * Creating a machine does the slow work at once (hook, checks, binary copy, certificates) and reports
  * it Provisioned; many are created in parallel. A machine left Provisioning (a provisioning delay, no
@@ -82,15 +82,18 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
     const delay = this.options.provisioningDelay;
     if (existing === undefined && delay !== undefined && delay.maxMs > 0) machine.readyAt = machine.createdAt + drawDuration(delay, Math.random);
     await this.write(machine);
-    const outcome = await this.provisionFile(machine);
+    const outcome = await this.provisionFile(machine, request.fence);
     if (outcome instanceof Error) throw outcome;
     return this.describeFile(machine);
   }
 
-  async provision(cluster: string, name: string): Promise<MachineInfra | undefined> {
+  async provision(cluster: string, name: string, fence?: Fence): Promise<MachineInfra | undefined> {
     const machine = await this.read(cluster, name);
     if (!machine) return undefined;
-    if (machine.state === 'Provisioning' && machine.deleting !== true) await this.provisionFile(machine);
+    if (machine.state === 'Provisioning' && machine.deleting !== true) {
+      const outcome = await this.provisionFile(machine, fence);
+      if (outcome instanceof StaleFenceError) throw outcome;
+    }
     return this.describeFile(machine);
   }
 
@@ -99,9 +102,10 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
    * rollout's surge machine does until the machine it replaces gives its host back), then the checks,
    * the binary and the certificates. A host that does not answer is waited for, like a busy provider:
    * a partition between fastplane and its hosts is no reason to give a machine up. Any other failure
-   * leaves it Failed with the reason, and is returned.
+   * leaves it Failed with the reason, and is returned; a refusal by the host's fence (a newer lease
+   * holder provisions it now) is returned with nothing written.
    */
-  private async provisionFile(machine: SshMachineFile): Promise<'Provisioned' | 'Waiting' | Error> {
+  private async provisionFile(machine: SshMachineFile, fence: Fence): Promise<'Provisioned' | 'Waiting' | Error> {
     try {
       if (machine.readyAt !== undefined && Date.now() < machine.readyAt) return 'Waiting';
       if (machine.host === undefined) {
@@ -109,13 +113,15 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
         if (host === undefined) return await this.wait(machine, `waiting for a free host: all ${String(this.options.hosts.length)} of spec.provider.hosts are taken`);
         machine.host = host;
       }
+      // On the host before anything is written: a deposed holder's late call stops here.
+      await this.etcd.passFence({ ...machine, host: machine.host }, fence);
       machine.hooked = this.options.provision !== undefined;
       machine.clientURL = `https://${machine.host.address}:${String(CLIENT_PORT)}`;
       machine.peerURL = `https://${machine.host.address}:${String(PEER_PORT)}`;
       await this.write(machine);
       await this.etcd.checkHost(machine.host);
       await this.etcd.ensureBinary(machine.host, this.options.version);
-      await this.etcd.installCertificates({ ...machine, host: machine.host });
+      await this.etcd.installCertificates({ ...machine, host: machine.host }, false, fence);
       machine.state = 'Provisioned';
       machine.provisionedAt = Date.now();
       delete machine.failureMessage;
@@ -123,6 +129,7 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
       await this.write(machine);
       return 'Provisioned';
     } catch (error) {
+      if (error instanceof StaleFenceError) return error;
       if (error instanceof SshUnreachableError) return this.wait(machine, `waiting for its host to answer: ${error.message}`);
       // On record as Failed with the reason: the planner replaces it, and delete gives its host back.
       machine.state = 'Failed';
@@ -146,12 +153,12 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   }
 
   /** A command over ssh on the machine's host; the member is recognised there by its pidfile and data dir. */
-  protected etcdProcess(cluster: string, name: string): EtcdProcess {
+  protected etcdProcess(cluster: string, name: string, fence: Fence): EtcdProcess {
     return {
-      start: async (launch) => this.etcd.start(await this.provisioned(cluster, name), launch),
+      start: async (launch) => this.etcd.start(await this.provisioned(cluster, name), launch, fence),
       stop: async () => {
         const machine = await this.read(cluster, name);
-        if (machine?.host !== undefined) await this.etcd.stop({ ...machine, host: machine.host });
+        if (machine?.host !== undefined) await this.etcd.stop({ ...machine, host: machine.host }, fence);
       },
       running: async () => {
         const machine = await this.read(cluster, name);
@@ -162,31 +169,28 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   }
 
   /** Stops the member, wipes its files on the host, gives the host back; idempotent, each step once done stays done. */
-  async delete(cluster: string, name: string): Promise<void> {
+  async delete(cluster: string, name: string, fence?: Fence): Promise<void> {
     const machine = await this.read(cluster, name);
     if (!machine) return;
+    const { host } = machine;
+    const target = host && { cluster, name, host };
+    // A deposed holder's late deletion is refused by the host before the machine is marked.
+    if (target) await this.onHostOf(machine, () => this.etcd.passFence(target, fence));
     if (machine.deleting !== true) await this.write({ ...machine, deleting: true });
-    if (machine.host !== undefined) {
-      try {
-        const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, cluster, name)));
-        if (result.code !== 0) throw new Error(`wiping ${cluster}/${name} on ${machine.host.address} failed: ${result.stderr.trim()}`);
-      } catch (error) {
-        // A machine that never got past provisioning never ran a member: a host we cannot reach (or
-        // whose key we refuse) holds at most its files, and the next machine there starts by wiping them.
-        if (machine.state === 'Provisioned') throw error;
-      }
+    if (target) {
+      await this.onHostOf(machine, () => this.etcd.wipe(target, fence));
       if (machine.hooked === true && this.options.provision?.delete !== undefined) {
-        await runHook('delete', this.options.provision.delete, { ...this.hookRequest(machine), address: machine.host.address }, this.options.provision.timeoutMs);
+        await runHook('delete', this.options.provision.delete, { ...this.hookRequest(machine), address: target.host.address }, this.options.provision.timeoutMs);
       }
-      await this.options.store.releaseClaim(HOST_POOL, hostKey(machine.host), owner(machine));
+      await this.options.store.releaseClaim(HOST_POOL, hostKey(target.host), owner(machine));
     }
     await this.pki.forgetMember(cluster, name, () => rm(this.machineDir(cluster, name), { recursive: true, force: true }));
     await this.state(cluster).deleteRecord(machineKey(name));
   }
 
   /** `fastplane down`: every machine of the cluster deleted, then its folder (and CA) removed. */
-  async destroyCluster(cluster: string): Promise<void> {
-    const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name)));
+  async destroyCluster(cluster: string, fence?: Fence): Promise<void> {
+    const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name, fence)));
     const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
     if (failed.length > 0) throw new Error(`could not remove every machine of ${cluster}: ${failed.join('; ')}`);
     await this.state(cluster).drop();
@@ -194,9 +198,9 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   }
 
   /** New server and peer certificates for a machine, issued here and written to its host (its member stopped). */
-  async renewMemberCertificates(cluster: string, name: string): Promise<void> {
+  async renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void> {
     const machine = await this.provisioned(cluster, name);
-    await this.etcd.installCertificates(machine, true);
+    await this.etcd.installCertificates(machine, true, fence);
   }
 
   async machineNames(cluster: string): Promise<string[]> {
@@ -215,6 +219,19 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
 
   close(): Promise<void> {
     return this.ssh.close();
+  }
+
+  /**
+   * A step of a deletion on the machine's host. A machine that never got past provisioning never ran
+   * a member: a host we cannot reach (or whose key we refuse) holds at most its files, and the next
+   * machine there starts by wiping them. A fence's refusal always stands.
+   */
+  private async onHostOf(machine: SshMachineFile, step: () => Promise<void>): Promise<void> {
+    try {
+      await step();
+    } catch (error) {
+      if (error instanceof StaleFenceError || machine.state === 'Provisioned') throw error;
+    }
   }
 
   private hookRequest(machine: SshMachineFile): { cluster: string; machine: string; version: string; failureDomain?: string } {
