@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncReturns } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -20,8 +20,8 @@ after(() => {
   for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
 });
 
-const run = (command: string, args: readonly string[], cwd = ROOT): SpawnSyncReturns<string> =>
-  spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 120_000 });
+const run = (command: string, args: readonly string[], env: NodeJS.ProcessEnv = process.env): SpawnSyncReturns<string> =>
+  spawnSync(command, args, { cwd: ROOT, env, encoding: 'utf8', timeout: 120_000 });
 
 /** The minors an `install-kubernetes.sh` command line installs, from a shell text (none when absent). */
 const minorsInstalledBy = (shell: string): string[] => {
@@ -134,4 +134,16 @@ test('an unknown minor exits non-zero naming the wrappers there are, building no
   assert.equal(result.status, 1);
   assert.match(result.stderr, /no wrapper module for Kubernetes 1\.99/);
   for (const dir of wrapperDirs()) assert.ok(result.stderr.includes(dir.slice(dir.lastIndexOf('/') + 1)), result.stderr);
+});
+
+test('a failed build exits 1 saying so and leaves nothing in the cache', () => {
+  const cache = mkdtempSync(join(tmpdir(), 'fastplane-kube-cache-'));
+  tempDirs.push(cache);
+  const [minor] = SETUP_MINORS;
+  assert.ok(minor !== undefined);
+  // -mod=vendor: the wrapper has no vendor folder, so go build fails at once, before compiling anything.
+  const result = run('bash', ['scripts/install-kubernetes.sh', minor], { ...process.env, FASTPLANE_KUBERNETES_CACHE: cache, GOFLAGS: '-mod=vendor' });
+  assert.equal(result.status, 1, result.stderr);
+  assert.match(result.stderr, new RegExp(`building Kubernetes ${pinnedVersion(minor)} failed`));
+  assert.deepEqual(readdirSync(cache), []);
 });
