@@ -34,6 +34,12 @@ export const FAILPOINTS = [
 
 export type FailpointName = (typeof FAILPOINTS)[number];
 
+/**
+ * Failpoints of day-2 care, which runs only against real etcd (the simulator plans no care): the
+ * end-to-end tests kill there, the simulator's crash properties cover the rest.
+ */
+export const CARE_FAILPOINTS: readonly FailpointName[] = ['after-care-step'];
+
 export type FailpointHook = (name: FailpointName) => void;
 
 const noFailpoints: FailpointHook = () => undefined;

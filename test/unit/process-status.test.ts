@@ -32,6 +32,8 @@ describe('process status read from /proc', () => {
     const pid = child.pid!;
     started.push(pid);
     assert.equal(isProcessAlive(pid), true);
+    // 'spawn' comes once the fork is done; the exec of sleep may still be under way on a busy machine.
+    for (let i = 0; i < 200 && processArguments(pid).length === 0; i++) await sleep(10);
     assert.deepEqual(processArguments(pid), ['sleep', '30']);
     assert.equal(isExiting(pid), false);
   });
