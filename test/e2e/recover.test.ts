@@ -5,6 +5,7 @@ import { after, describe, test } from 'node:test';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { cliEnvFactory, pidsUnder, statusOf } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
+import { leaveBehind } from '../support/lagging-member.ts';
 
 const newEnv = cliEnvFactory();
 const env = newEnv('127.231');
@@ -125,24 +126,7 @@ describe('recover picks the most up-to-date data dir, stopped or not, on real et
     const [first, second, third] = machines.map((m) => m.name);
     assert.ok(first !== undefined && second !== undefined && third !== undefined);
     const pidsOf = (machine: string): number[] => pidsUnder(join(lagEnv.stateDir, 'clusters', 'lag', 'machines', machine));
-    for (const pid of pidsOf(third)) process.kill(pid, 'SIGSTOP');
-    // Big values: more than the socket buffers hold, so the paused member truly falls behind (small
-    // writes would wait in its kernel buffers and reach it on SIGCONT).
-    const padding = 'x'.repeat(32 * 1024);
-    const client = kvClientFor(doc.status, machines.slice(0, 2).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL])));
-    const acknowledged: string[] = [];
-    try {
-      for (let i = 0; i < 600; i++) {
-        const key = `/lag/${String(i).padStart(4, '0')}`;
-        await client.put(key).value(`v${String(i)}${padding}`);
-        acknowledged.push(key);
-      }
-    } finally {
-      client.close();
-    }
-    for (const machine of [first, second]) for (const pid of pidsOf(machine)) process.kill(pid, 'SIGKILL');
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    for (const pid of pidsOf(third)) process.kill(pid, 'SIGCONT');
+    const acknowledged = await leaveBehind(doc, machines, pidsOf, { lagging: third, ahead: [first, second], prefix: '/lag/', count: 600 });
 
     const dry = await lagEnv.run(['recover', 'lag']);
     assert.equal(dry.code, 3, `${dry.stdout}\n${dry.stderr}`);

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { CliEnv, pidsUnder, statusOf } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
+import { leaveBehind } from '../support/lagging-member.ts';
 
 // `recover` over SSH on three lab hosts: the stopped voters' write-ahead logs are read on their hosts,
 // so the member with the newest data is chosen even when it is stopped and a lagging one runs; a host
@@ -50,23 +51,7 @@ describe('recover over ssh reads every reachable host', { timeout: 900_000 }, ()
     };
     assert.equal(pidsOf(third).length, 1, `the member of ${third} is seen from here`);
 
-    for (const pid of pidsOf(third)) process.kill(pid, 'SIGSTOP');
-    // More than the socket buffers hold, so the paused member truly falls behind.
-    const padding = 'x'.repeat(32 * 1024);
-    const client = kvClientFor(doc.status, machines.slice(0, 2).flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL])));
-    const acknowledged: string[] = [];
-    try {
-      for (let i = 0; i < 600; i++) {
-        const key = `/srec/${String(i).padStart(4, '0')}`;
-        await client.put(key).value(`v${String(i)}${padding}`);
-        acknowledged.push(key);
-      }
-    } finally {
-      client.close();
-    }
-    for (const machine of [first, second]) for (const pid of pidsOf(machine)) process.kill(pid, 'SIGKILL');
-    await new Promise((resolve) => setTimeout(resolve, 500));
-    for (const pid of pidsOf(third)) process.kill(pid, 'SIGCONT');
+    const acknowledged = await leaveBehind(doc, machines, pidsOf, { lagging: third, ahead: [first, second], prefix: '/srec/', count: 600 });
 
     lab.partition(['fp'], [hostOf(first)]);
     try {

@@ -13,6 +13,7 @@ import { assertAddressFree } from '../../src/adapters/providers/local/local-mach
 import { LocalProcessProvider } from '../../src/adapters/providers/local/local-process-provider.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
 import type { InfraProvider, MachineInfra } from '../../src/ports/machine-provider.ts';
+import { isRunning } from '../support/cli.ts';
 
 // The provider's default, mutual TLS; test/integration/tls.test.ts checks what TLS refuses.
 const VERSION = '3.4.23';
@@ -49,20 +50,12 @@ function recordedPids(stateDir: string): number[] {
   );
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${String(pid)}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
-}
 
 after(async () => {
   for (const admin of admins) await admin.close();
   for (const dir of stateDirs) {
     for (const pid of recordedPids(dir)) {
-      if (alive(pid)) process.kill(pid, 'SIGKILL');
+      if (isRunning(pid)) process.kill(pid, 'SIGKILL');
     }
     rmSync(dir, { recursive: true, force: true });
   }
@@ -126,7 +119,7 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
   execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: 'inherit', timeout: 30_000 });
 
   const [pid] = recordedPids(stateDir);
-  assert.ok(pid !== undefined && alive(pid), 'etcd runs after the starting process exited');
+  assert.ok(pid !== undefined && isRunning(pid), 'etcd runs after the starting process exited');
   const running = await provider.describe('life', 'm2');
   assert.equal(running?.memberRunning, true);
   assert.ok(running.memberStartedAt !== undefined);
@@ -147,7 +140,7 @@ test('a member started by a CLI process outlives it, answers, and leaves nothing
   assert.match(readFileSync(join(machineDir, 'etcd.log'), 'utf8'), /"level":"info"/, 'zap logs, no capnslog');
 
   await provider.delete('life', 'm2');
-  assert.equal(alive(pid), false, 'delete stops the member at once');
+  assert.equal(isRunning(pid), false, 'delete stops the member at once');
   const deleting = await provider.describe('life', 'm2');
   assert.equal(deleting?.state, 'Deleting');
   assert.equal(deleting.memberRunning, false);
@@ -183,7 +176,7 @@ test('destroyCluster kills every member by PID and removes the cluster folder', 
   assert.deepEqual(recordedPids(stateDir), [pid]);
   await waitFor('etcd to answer', () => adminFor(provider, 'gone').status(infra.clientURL));
   await provider.destroyCluster('gone');
-  assert.ok(pid !== undefined && !alive(pid));
+  assert.ok(pid !== undefined && !isRunning(pid));
   // Free the moment destroyCluster returns: the next cluster may be given the same addresses at once.
   await assertAddressFree(infra.address, 2379);
   await assertAddressFree(infra.address, 2380);

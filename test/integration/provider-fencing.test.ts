@@ -12,6 +12,7 @@ import type { Decision } from '../../src/planner/types.ts';
 import { systemClock } from '../../src/ports/clock.ts';
 import { StaleFenceError, type InfraProvider, type MemberLaunch } from '../../src/ports/machine-provider.ts';
 import { observed } from '../support/observed.ts';
+import { isRunning } from '../support/cli.ts';
 
 // A deposed lease holder's provider calls, still in flight when a new holder took over, are refused
 // by the machine itself (its cluster's fence on the host), and nothing the new holder made changes:
@@ -31,20 +32,11 @@ function pidOf(name: string): number | undefined {
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as { pid?: number }).pid : undefined;
 }
 
-function alive(pid: number | undefined): boolean {
-  if (pid === undefined) return false;
-  try {
-    process.kill(pid, 0);
-    return !readFileSync(`/proc/${String(pid)}/stat`, 'utf8').includes(') Z ');
-  } catch {
-    return false;
-  }
-}
 
 after(async () => {
   await Promise.all(keepers.map((k) => k.release()));
   const pid = pidOf('fenced-1');
-  if (alive(pid)) process.kill(pid ?? 0, 'SIGKILL');
+  if (isRunning(pid)) process.kill(pid ?? 0, 'SIGKILL');
   rmSync(stateDir, { recursive: true, force: true });
 });
 
@@ -88,7 +80,7 @@ test('a deposed holder\'s stop, delete, start, create, renewal and teardown are 
   await mine.startMember(CLUSTER, 'fenced-1', launch(created.peerURL), fence);
   await healthy(mine, 'fenced-1');
   const pid = pidOf('fenced-1');
-  assert.ok(alive(pid), 'the new holder\'s member runs');
+  assert.ok(isRunning(pid), 'the new holder\'s member runs');
   const before = await mine.describe(CLUSTER, 'fenced-1');
   const certificates = async (): Promise<string[]> => (await mine.certificateFiles(CLUSTER)).map((file) => readFileSync(file, 'utf8'));
   const issued = await certificates();
@@ -102,7 +94,7 @@ test('a deposed holder\'s stop, delete, start, create, renewal and teardown are 
   await assert.rejects(late.renewMemberCertificates(CLUSTER, 'fenced-1', stale), StaleFenceError);
   assert.deepEqual(await certificates(), issued, 'no certificate re-issued');
 
-  assert.ok(alive(pid), 'the member still runs, the same process');
+  assert.ok(isRunning(pid), 'the member still runs, the same process');
   assert.equal(pidOf('fenced-1'), pid);
   assert.deepEqual(await mine.describe(CLUSTER, 'fenced-1'), before, 'the machine is as the new holder left it');
   assert.ok(existsSync(join(stateDir, 'clusters', CLUSTER, 'machines', 'fenced-1', 'data')), 'its data dir is there');
@@ -144,9 +136,9 @@ test('the executor ends the run on a refusal: its lease counts as lost, and its 
   assert.throws(() => {
     deposed.writer.ensureHeld();
   }, StaleFenceError);
-  assert.ok(alive(pid), 'the member still runs');
+  assert.ok(isRunning(pid), 'the member still runs');
   assert.equal((await mine.describe(CLUSTER, 'fenced-1'))?.state, 'Provisioned', 'the machine is not being deleted');
   await mine.delete(CLUSTER, 'fenced-1', holder.writer.fence);
   assert.equal(await mine.describe(CLUSTER, 'fenced-1'), undefined, 'the holder itself may delete it');
-  assert.ok(!alive(pid));
+  assert.ok(!isRunning(pid));
 });

@@ -31,6 +31,17 @@ export function pidsUnder(dir: string): number[] {
   return pids.filter((pid) => pid !== process.pid);
 }
 
+/** Whether `pid` runs: it exists and is not a zombie waiting to be reaped. */
+export function isRunning(pid: number | undefined): boolean {
+  if (pid === undefined) return false;
+  try {
+    process.kill(pid, 0);
+    return !readFileSync(`/proc/${String(pid)}/stat`, 'utf8').includes(') Z ');
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A private state dir and loopback range for one test, so test files never share addresses, and a
  * cleanup that stops every process started under it, by PID.
