@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ClusterWatch } from '../support/cluster-watch.ts';
 import { cliEnvFactory, statusOf } from '../support/cli.ts';
 import { adminFor, kvClientFor } from '../support/etcd-direct.ts';
+import { growWithLearners } from '../support/grow-with-learners.ts';
 
 // The learner limit across a downgrade: a 3.6 cluster grown by several learners at once, then rolled
 // down to 3.5 (whose limit is 1) by etcd's protocol, members restarted in place. Each member, asked
@@ -13,25 +13,8 @@ const KEYS = 1_000;
 describe('a downgrade after parallel learners (etcd 3.6.17 -> 3.5.36)', { timeout: 600_000 }, () => {
   test('1 -> 5 with several learners at once, then down to 3.5.36: every member lists the same five voters, every key on every member', async () => {
     const env = newEnv('127.21');
-    const first = await env.run(['up', '--name', 'dl', '--replicas', '1', '--version', '3.6.17', '--timeout', '90s', '-o', 'json']);
-    assert.equal(first.code, 0, first.stderr);
-    const one = statusOf(first.stdout);
-    const kv = kvClientFor(one.status);
-    try {
-      for (let i = 0; i < KEYS; i += 100) await Promise.all(Array.from({ length: 100 }, (_, j) => kv.put(`/dl/${String(i + j).padStart(5, '0')}`).value('v'.repeat(4096))));
-    } finally {
-      kv.close();
-    }
-    const watch = new ClusterWatch(one.status);
-    watch.start();
-    let scaled;
-    try {
-      scaled = await env.run(['up', '--name', 'dl', '--replicas', '5', '--provisioning-delay', '2s', '--timeout', '180s', '-o', 'json']);
-    } finally {
-      await watch.stop();
-    }
-    assert.equal(scaled.code, 0, scaled.stderr);
-    const most = Math.max(...watch.samples.map((s) => s.learners));
+    const { samples } = await growWithLearners(env, 'dl', { keys: KEYS, prefix: '/dl/' });
+    const most = Math.max(...samples.map((s) => s.learners));
     assert.ok(most >= 2, `several learners caught up at once (most seen: ${String(most)})`);
 
     const down = await env.run(['rollout', 'dl', '--version', '3.5.36', '--timeout', '300s', '-o', 'json']);

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ClusterWatch } from '../support/cluster-watch.ts';
-import { cliEnvFactory, learnerLimitOf, membershipChanges, statusOf } from '../support/cli.ts';
+import { cliEnvFactory, learnerLimitOf, membershipChanges } from '../support/cli.ts';
 import { askEtcd, kvClientFor } from '../support/etcd-direct.ts';
+import { growWithLearners } from '../support/grow-with-learners.ts';
 
 // Parallel learners on real etcd 3.6 with a small keyspace: the joiners of one scale-up catch up
 // together, only the promotions take turns, and etcd never lists more learners than its members run.
@@ -12,35 +12,13 @@ const KEYS = 2_000;
 describe('parallel learners on etcd 3.6.17 (maxLearners auto)', { timeout: 300_000 }, () => {
   test('1 -> 5 with 8 MB written first: several learners at once, never more than the limit, promotions one at a time, every key on every member', async () => {
     const env = newEnv('127.128');
-    const first = await env.run(['up', '--name', 'pl', '--replicas', '1', '--version', '3.6.17', '--timeout', '90s', '-o', 'json']);
-    assert.equal(first.code, 0, first.stderr);
-    const one = statusOf(first.stdout);
-    const kv = kvClientFor(one.status);
-    const value = 'v'.repeat(4096);
-    try {
-      for (let i = 0; i < KEYS; i += 100) {
-        await Promise.all(Array.from({ length: 100 }, (_, j) => kv.put(`/pl/${String(i + j).padStart(5, '0')}`).value(value)));
-      }
-    } finally {
-      kv.close();
-    }
-
-    const watch = new ClusterWatch(one.status);
-    watch.start();
-    let scaled;
-    try {
-      scaled = await env.run(['up', '--name', 'pl', '--replicas', '5', '--provisioning-delay', '2s', '--timeout', '180s', '-o', 'json']);
-    } finally {
-      await watch.stop();
-    }
-    assert.equal(scaled.code, 0, scaled.stderr);
-    const after = statusOf(scaled.stdout);
+    const { after, samples } = await growWithLearners(env, 'pl', { keys: KEYS, prefix: '/pl/' });
 
     const machines = env.machines('pl');
     assert.deepEqual(machines.map((m) => m.maxLearners), [8, 8, 8, 8, 8], 'every member started with --max-learners 8');
     const limit = learnerLimitOf(machines);
-    const most = Math.max(...watch.samples.map((s) => s.learners));
-    console.log(`most learners listed at once: ${String(most)} (limit ${String(limit)}), ${String(watch.samples.length)} samples`);
+    const most = Math.max(...samples.map((s) => s.learners));
+    console.log(`most learners listed at once: ${String(most)} (limit ${String(limit)}), ${String(samples.length)} samples`);
     assert.ok(most >= 2, `several learners caught up at once (most seen: ${String(most)})`);
     assert.ok(most <= limit, `never more than ${String(limit)} learners (most seen: ${String(most)})`);
 
