@@ -54,7 +54,14 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
     await ctx?.close();
   }
   process.exitCode = code;
+  // Everything is closed and said. A socket still connecting to a host that does not answer (a
+  // partitioned ssh host or etcd member) would hold the process until the kernel gives up its SYN
+  // retries, about two minutes; this timer does not keep the process alive itself.
+  setTimeout(() => process.exit(code), LINGER_MS).unref();
 }
+
+/** How long a finished command waits for its last handles to close by themselves before it exits. */
+const LINGER_MS = 2_000;
 
 export function buildProgram(): Command {
   const program = new Command('fastplane')
