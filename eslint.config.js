@@ -44,9 +44,11 @@ const ADAPTERS = {
   etcd: ['*.ts', 'host'],
   pki: ['*.ts'],
   stores: ['*.ts', 'host', 'etcd'],
-  'providers/*.ts': ['*.ts', 'host', 'pki', 'providers/local', 'providers/ssh'],
-  'providers/local': ['*.ts', 'host', 'etcd', 'pki', 'stores', 'providers/*.ts'],
-  'providers/ssh': ['*.ts', 'host', 'etcd', 'pki', 'providers/*.ts'],
+  kubernetes: ['*.ts', 'host', 'pki'],
+  endpoint: ['*.ts', 'host'],
+  'providers/*.ts': ['*.ts', 'host', 'pki', 'kubernetes', 'endpoint', 'providers/local', 'providers/ssh'],
+  'providers/local': ['*.ts', 'host', 'etcd', 'pki', 'stores', 'kubernetes', 'endpoint', 'providers/*.ts'],
+  'providers/ssh': ['*.ts', 'host', 'etcd', 'pki', 'kubernetes', 'endpoint', 'providers/*.ts'],
 };
 
 // A folder missing from the tables would be neither checked nor protected: say so instead.

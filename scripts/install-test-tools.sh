@@ -22,6 +22,7 @@ TOOLS=(
   "sshd openssh-server"
   "nft nftables"
   "faketime faketime"
+  "haproxy haproxy"
 )
 
 missing=()

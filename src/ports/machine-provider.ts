@@ -75,13 +75,31 @@ export interface MemberLaunch {
 }
 
 /**
- * The parts a machine is made of, each with what starts it. Today a machine runs its etcd member;
- * kube-apiserver, kube-controller-manager, kube-scheduler and the endpoint's HAProxy join this map,
- * each with its own launch.
+ * What starts one of a machine's Kubernetes components (kubeadm's stacked topology): the version of
+ * its program, and where the control-plane endpoint is. kube-apiserver talks to the machine's own etcd
+ * member; kube-controller-manager and kube-scheduler to the machine's own apiserver.
+ */
+export interface KubernetesLaunch {
+  /** Without the `v`: `1.36.3`. */
+  version: string;
+  /** A directory holding the programs of `version` (spec.kubernetes.binaries); default the installed ones. */
+  binaries?: string;
+}
+
+/**
+ * The parts a machine is made of, each with what starts it: its etcd member, and on a Kubernetes
+ * control plane kube-apiserver, kube-controller-manager and kube-scheduler stacked on it.
  */
 export interface ComponentLaunches {
   etcd: MemberLaunch;
+  'kube-apiserver': KubernetesLaunch;
+  'kube-controller-manager': KubernetesLaunch;
+  'kube-scheduler': KubernetesLaunch;
 }
+
+/** The Kubernetes components, in the order a machine starts them (and stops them in reverse). */
+export const KUBERNETES_COMPONENTS = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const;
+export type KubernetesComponent = (typeof KUBERNETES_COMPONENTS)[number];
 
 export type ComponentKind = keyof ComponentLaunches;
 
@@ -106,8 +124,35 @@ export interface MachineComponent<K extends ComponentKind> {
   version(): Promise<string | undefined>;
 }
 
-/** A machine's components by kind. */
-export type MachineComponents = { readonly [K in ComponentKind]: MachineComponent<K> };
+/**
+ * A machine's components by kind: always its etcd member; the Kubernetes components where the provider
+ * can run them (a provider without them refuses a spec with `kubernetes`).
+ */
+export type MachineComponents = { readonly etcd: MachineComponent<'etcd'> } & { readonly [K in KubernetesComponent]?: MachineComponent<K> };
+
+/** One apiserver the endpoint may route to. */
+export interface EndpointBackend {
+  machine: string;
+  /** host:port of the machine's kube-apiserver. */
+  address: string;
+}
+
+/**
+ * The control-plane endpoint of a Kubernetes control plane: one address (kubeadm's
+ * controlPlaneEndpoint) in front of the machines' apiservers, as kubeadm's HA guide builds it with
+ * HAProxy. fastplane says which apiservers it routes to; the endpoint health-checks each (`/readyz`) and
+ * routes only to the ones that answer.
+ */
+export interface ControlPlaneEndpoint {
+  /** host:port clients use. */
+  readonly address: string;
+  /** Routes to exactly these backends from now on (started if it is not running); idempotent. */
+  route(backends: readonly EndpointBackend[]): Promise<void>;
+  /** The machines it routes to now, and which of them pass its health check; undefined when it is not running. */
+  routes(): Promise<{ machine: string; up: boolean }[] | undefined>;
+  /** Idempotent; resolves once its process is gone. */
+  stop(): Promise<void>;
+}
 
 export interface CreateMachineRequest {
   cluster: string;
