@@ -3,6 +3,7 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { z } from 'zod';
 import { parseDuration, parseDurationRange } from './duration.ts';
 import { InvalidInputError } from './errors.ts';
+import { defaultEtcdFor, KubernetesSchema } from './kubernetes.ts';
 import { checkSshProvider, sshProviderFields } from './ssh-provider.ts';
 import { compareVersions } from './versions.ts';
 
@@ -11,6 +12,7 @@ export const KIND = 'ControlPlane';
 
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const VERSION = /^\d+\.\d+\.\d+$/;
+const DEFAULT_ETCD = '3.6.17';
 
 const duration = (what: string) =>
   z.string().refine((text) => parseDuration(text) !== undefined, {
@@ -107,8 +109,10 @@ const SpecSchema = z
       .max(9, { error: 'must be at most 9' })
       .refine((n) => n % 2 === 1, { error: (issue) => `must be odd, got ${String(issue.input)}` })
       .default(3),
-    // The newest 3.6 (Kubernetes 1.34-1.36 run 3.6): built by scripts/install-etcd.sh from etcd's module.
-    version: z.string().regex(VERSION, { error: 'must be an etcd version such as 3.4.23' }).default('3.6.17'),
+    // The etcd version. Default: the one kubeadm pairs with spec.kubernetes.version, else the newest
+    // 3.6 (Kubernetes 1.34-1.36 run 3.6); both built by scripts/install-etcd.sh from etcd's module.
+    version: z.string().regex(VERSION, { error: 'must be an etcd version such as 3.4.23' }).optional(),
+    kubernetes: KubernetesSchema.optional(),
     provider: ProviderSchema.default(() => ProviderSchema.parse({})),
     scaleUp: ScaleUpSchema.default(() => ScaleUpSchema.parse({})),
     etcd: EtcdSchema.default(() => EtcdSchema.parse({})),
@@ -118,6 +122,7 @@ const SpecSchema = z
     maintenance: MaintenanceSchema.default(() => MaintenanceSchema.parse({})),
   })
   .strict()
+  .transform(({ version, ...spec }) => ({ ...spec, version: version ?? (spec.kubernetes === undefined ? DEFAULT_ETCD : defaultEtcdFor(spec.kubernetes.version)) }))
   .superRefine((spec, ctx) => {
     checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, (path, message) => {
       ctx.addIssue({ code: 'custom', path, message });
@@ -128,6 +133,12 @@ const SpecSchema = z
         path: ['etcd', 'maxLearners'],
         message: `above 1 needs etcd 3.6 or later (--max-learners), got version ${spec.version}`,
       });
+    }
+    if (spec.kubernetes !== undefined && spec.provider.name !== 'local-process') {
+      ctx.addIssue({ code: 'custom', path: ['kubernetes'], message: `the ${spec.provider.name} provider does not run the Kubernetes components; use the local-process provider or leave spec.kubernetes out` });
+    }
+    if (spec.kubernetes !== undefined && spec.provider.insecure) {
+      ctx.addIssue({ code: 'custom', path: ['kubernetes'], message: 'needs certificates: a Kubernetes control plane cannot run with spec.provider.insecure' });
     }
     if (spec.rollout.maxSurge === 0 && spec.replicas < 3) {
       ctx.addIssue({

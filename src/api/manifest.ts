@@ -13,11 +13,11 @@ export interface LoadedManifest {
 }
 
 /**
- * Reads a manifest file of either kind. `installedEtcd` is asked only for a KubeadmControlPlane, whose
- * Kubernetes version maps to the nearest etcd installed here.
+ * Reads a manifest file of either kind. `installedEtcd` and `installedKubernetes` are asked only for a
+ * KubeadmControlPlane, whose Kubernetes version maps to the nearest etcd and Kubernetes installed here.
  */
-export function loadManifestFile(path: string, installedEtcd: () => readonly string[]): LoadedManifest {
+export function loadManifestFile(path: string, installedEtcd: () => readonly string[], installedKubernetes: () => readonly string[] = () => []): LoadedManifest {
   const doc = parseManifestText(readManifestFile(path), path);
-  if (isKubeadmControlPlane(doc)) return { kind: 'KubeadmControlPlane', ...convertKubeadmControlPlane(doc, installedEtcd()) };
+  if (isKubeadmControlPlane(doc)) return { kind: 'KubeadmControlPlane', ...convertKubeadmControlPlane(doc, installedEtcd(), installedKubernetes()) };
   return { kind: 'ControlPlane', manifest: validateControlPlane(doc), notes: [], warnings: [] };
 }

@@ -1,5 +1,6 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { InvalidInputError } from '../api/errors.ts';
+import { validateKubernetesChange } from '../api/kubernetes.ts';
 import { validateVersionChange } from '../api/version-change.ts';
 import type { Runtime } from './runtime.ts';
 
@@ -19,5 +20,7 @@ export async function checkSpecChange(runtime: Runtime, manifest: ControlPlane):
   const running = (await runtime.store.listMachines(name)).map((m) => m.version);
   const versionError = stored && validateVersionChange(stored.spec.version, manifest.spec.version, running);
   if (versionError !== undefined) throw new InvalidInputError([versionError]);
+  const kubernetesError = validateKubernetesChange(stored?.spec.kubernetes?.version, manifest.spec.kubernetes?.version);
+  if (kubernetesError !== undefined) throw new InvalidInputError([kubernetesError]);
   runtime.checkBinaries(manifest);
 }

@@ -1,3 +1,4 @@
+import { kubernetesBinDir } from '../adapters/kubernetes/kubernetes-binaries.ts';
 import { chmodSync, mkdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -135,6 +136,8 @@ export class CliContext implements Runtime {
 
   checkBinaries(manifest: ControlPlane): void {
     specEtcdBinary(manifest.spec.version, manifest.spec.etcd.binaries);
+    const kubernetes = manifest.spec.kubernetes;
+    if (kubernetes !== undefined) kubernetesBinDir(kubernetes.version, kubernetes.binaries);
   }
 
   sha256(file: string): Promise<string> {

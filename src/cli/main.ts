@@ -88,6 +88,8 @@ export function buildProgram(): Command {
     .option('--replicas <n>', 'number of members (odd, 1..9)')
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .option('--etcd-binaries <dir>', 'a directory holding etcd, etcdctl and etcdutl of that version, used instead of the installed ones')
+    .option('--kubernetes <version>', 'run the Kubernetes control plane (kube-apiserver, controller-manager, scheduler) of this version on every machine, e.g. 1.36.3; etcd then defaults to the version kubeadm pairs with it')
+    .option('--kubernetes-binaries <dir>', 'a directory holding kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of that version, used instead of the installed ones')
     .option('--strategy <strategy>', 'parallel (default) or serial (like Cluster API KCP)')
     .option('--provisioning-delay <duration>', 'simulated provisioning time per machine: 8s or a range 3s-8s')
     .option('--insecure', 'debugging only: plain http, no TLS certificates (anyone who can reach the addresses can use etcd); fixed at creation')

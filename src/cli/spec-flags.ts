@@ -13,6 +13,9 @@ export interface SpecFlags {
   replicas?: string;
   version?: string;
   etcdBinaries?: string;
+  /** spec.kubernetes.version */
+  kubernetes?: string;
+  kubernetesBinaries?: string;
   strategy?: string;
   provisioningDelay?: string;
   insecure?: boolean;
@@ -44,6 +47,8 @@ function parseReplicas(text: string): number {
  */
 export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promise<ControlPlane> {
   let base: ControlPlane;
+  // Built from defaults alone: its etcd version was never chosen, so --kubernetes may choose it.
+  let fresh = false;
   if (flags.file !== undefined) {
     base = loadManifestForCli(flags.file).manifest;
     if (flags.name !== undefined && flags.name !== base.metadata.name) {
@@ -51,12 +56,22 @@ export async function resolveManifest(ctx: CliContext, flags: SpecFlags): Promis
     }
   } else {
     if (flags.name === undefined) throw new InvalidInputError(['give -f FILE or --name NAME']);
-    base = (await ctx.store.getControlPlane(flags.name))?.manifest ?? defaultControlPlane(flags.name);
+    const stored = (await ctx.store.getControlPlane(flags.name))?.manifest;
+    fresh = stored === undefined;
+    base = stored ?? defaultControlPlane(flags.name);
   }
   const spec: Record<string, unknown> = { ...base.spec };
   const provider: Record<string, unknown> = { ...base.spec.provider };
   const etcd: Record<string, unknown> = { ...base.spec.etcd };
   if (flags.replicas !== undefined) spec.replicas = parseReplicas(flags.replicas);
+  if (flags.kubernetes !== undefined || flags.kubernetesBinaries !== undefined) {
+    const kubernetes: Record<string, unknown> = { ...base.spec.kubernetes };
+    if (flags.kubernetes !== undefined) kubernetes.version = flags.kubernetes;
+    if (flags.kubernetesBinaries !== undefined) kubernetes.binaries = resolve(flags.kubernetesBinaries);
+    spec.kubernetes = kubernetes;
+    // A new control plane runs the etcd kubeadm pairs with its Kubernetes, unless --version names one.
+    if (fresh && flags.version === undefined) delete spec.version;
+  }
   if (flags.version !== undefined) spec.version = flags.version;
   if (flags.strategy !== undefined) spec.scaleUp = { ...base.spec.scaleUp, strategy: flags.strategy };
   if (flags.reconfigurationCheck !== undefined) {

@@ -122,6 +122,21 @@ describe('KubeadmControlPlane: the shapes Cluster API writes', () => {
     assert.match(notes[0]!, /no etcd is installed here/);
   });
 
+  test('spec.version becomes spec.kubernetes.version: the release when installed, else the installed patch of its minor', () => {
+    const exact = convertKubeadmControlPlane(fixture('scale-in-v1beta2.yaml'), ['3.6.17'], ['1.33.9', '1.34.1']);
+    assert.equal(exact.manifest.spec.kubernetes?.version, '1.34.1');
+    assert.match(exact.notes[1]!, /^kubernetes: v1\.34\.1 -> 1\.34\.1 \(installed\)/);
+    const patch = convertKubeadmControlPlane(fixture('scale-in-v1beta2.yaml'), ['3.6.17'], ['1.34.7', '1.35.0']);
+    assert.equal(patch.manifest.spec.kubernetes?.version, '1.34.7');
+    assert.match(patch.notes[1]!, /the installed patch of 1\.34/);
+  });
+
+  test('a Kubernetes minor not built here converts to etcd only, and the note says how to build it', () => {
+    const { manifest, notes } = convertKubeadmControlPlane(fixture('scale-in-v1beta2.yaml'), ['3.6.17'], ['1.36.3']);
+    assert.equal(manifest.spec.kubernetes, undefined);
+    assert.match(notes[1]!, /Kubernetes 1\.34 is not built here \(found: 1\.36\.3\): etcd only; `bash scripts\/install-kubernetes\.sh 1\.34`/);
+  });
+
   test('zero seconds stay a duration fastplane reads', () => {
     const doc = withField(fixture('scale-in-v1beta2.yaml'), 'spec.remediation.retryPeriodSeconds', 0);
     assert.equal(convert(doc).manifest.spec.remediation.retryPeriod, '0s');

@@ -1,4 +1,4 @@
-import { compareVersions } from '../control-plane.ts';
+import { compareVersions } from '../versions.ts';
 
 /**
  * The etcd version kubeadm deploys for each Kubernetes minor: kubeadm's `SupportedEtcdVersion` map in

@@ -211,10 +211,27 @@ function chooseEtcd(fields: KcpFields, installed: readonly string[]): { version:
 }
 
 /**
+ * spec.kubernetes.version from KCP's spec.version: that release when installed here, else the installed
+ * patch of its minor nearest to it (patches of a minor are interchangeable for a new control plane).
+ * With no build of that minor, the control plane is converted etcd only, and a warning says how to
+ * build the minor.
+ */
+function chooseKubernetes(wanted: string, installed: readonly string[]): { version?: string; note: string } {
+  const version = wanted.replace(/^v/, '').replace(/[-+].*$/, '');
+  const minor = version.split('.').slice(0, 2).join('.');
+  const chosen = nearestInstalled(version, installed.filter((candidate) => candidate.startsWith(`${minor}.`)));
+  if (chosen === undefined) {
+    const found = installed.length > 0 ? installed.join(', ') : 'none';
+    return { note: `kubernetes: ${wanted} -> Kubernetes ${minor} is not built here (found: ${found}): etcd only; \`bash scripts/install-kubernetes.sh ${minor}\` builds a minor that has a wrapper module` };
+  }
+  return { version: chosen, note: `kubernetes: ${wanted} -> ${chosen} (${chosen === version ? 'installed' : `the installed patch of ${minor}`})` };
+}
+
+/**
  * Converts a parsed KubeadmControlPlane. `installedEtcd` lists the etcd versions available here; the
  * nearest one is used, so the result runs as it is.
  */
-export function convertKubeadmControlPlane(doc: Record<string, unknown>, installedEtcd: readonly string[]): KcpConversion {
+export function convertKubeadmControlPlane(doc: Record<string, unknown>, installedEtcd: readonly string[], installedKubernetes: readonly string[] = []): KcpConversion {
   const version = apiVersionOf(doc);
   const fieldReport = walkFields(doc, topLevelTree(version), version);
   if (fieldReport.errors.length > 0) throw new InvalidInputError(fieldReport.errors);
@@ -224,7 +241,8 @@ export function convertKubeadmControlPlane(doc: Record<string, unknown>, install
     if (!EXTRA_ARGS_USED.has(name)) warnings.push(`${fields.extraArgsPath}.${name}: ignored: fastplane starts etcd with its own flags; this one is not passed`);
   }
   const etcd = chooseEtcd(fields, installedEtcd);
-  const notes = [etcd.note];
+  const kubernetes = chooseKubernetes(fields.kubernetesVersion, installedKubernetes);
+  const notes = [etcd.note, kubernetes.note];
   const maxLearners = positiveFlag(fields.extraArgs, 'max-learners', fields.extraArgsPath, 8) ?? positiveFlag(fields.extraArgs, 'experimental-max-learners', fields.extraArgsPath, 8);
   const quotaBackendBytes = positiveFlag(fields.extraArgs, 'quota-backend-bytes', fields.extraArgsPath, Number.MAX_SAFE_INTEGER);
   const surgePath = version === 'v1beta1' ? 'spec.rolloutStrategy.rollingUpdate.maxSurge' : 'spec.rollout.strategy.rollingUpdate.maxSurge';
@@ -243,7 +261,7 @@ export function convertKubeadmControlPlane(doc: Record<string, unknown>, install
     apiVersion: API_VERSION,
     kind: KIND,
     metadata: { name: fields.name },
-    spec: { replicas: fields.replicas, version: etcd.version, etcd: etcdSpec, rollout: { maxSurge: surge }, remediation },
+    spec: { replicas: fields.replicas, version: etcd.version, ...(kubernetes.version === undefined ? {} : { kubernetes: { version: kubernetes.version } }), etcd: etcdSpec, rollout: { maxSurge: surge }, remediation },
   });
   // KCP without maxRetry retries for ever; fastplane always ends a remediation loop (its default).
   const retries = maxRetry === undefined ? `${String(manifest.spec.remediation.maxRetry)} (fastplane's default; KCP without maxRetry retries without limit)` : String(maxRetry);
