@@ -1,10 +1,10 @@
 import { activeCareJob } from '../domain/care-job.ts';
 import type { ControlPlaneRecord } from '../domain/machine.ts';
-import type { LastMembershipAttempt, Observed, ObservedCare, ObservedMachine, ObservedMember, StatusReading, VoterReading } from '../planner/types.ts';
+import type { LastMembershipAttempt, Observed, ObservedCare, ObservedEndpoint, ObservedMachine, ObservedMember, StatusReading, VoterReading } from '../planner/types.ts';
 import { clientURLOf } from '../planner/view.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
-import type { InfraProvider } from '../ports/machine-provider.ts';
+import type { InfraProvider, KubernetesMachines } from '../ports/machine-provider.ts';
 import type { Logger } from '../ports/logger.ts';
 import type { StateStore } from '../ports/state-store.ts';
 
@@ -93,6 +93,18 @@ async function readMembers(deps: ObserveDeps, machines: ObservedMachine[], cp: C
   }
 }
 
+/** The endpoint's routes; a failed read is logged and reads as not running, so the next pass routes again. */
+async function observeEndpoint(deps: ObserveDeps, kubernetes: KubernetesMachines): Promise<ObservedEndpoint> {
+  const endpoint = await kubernetes.endpoint(deps.cluster);
+  try {
+    const routes = await endpoint.routes();
+    return routes === undefined ? { address: endpoint.address } : { address: endpoint.address, routes };
+  } catch (error) {
+    readFailed(deps, 'endpoint routes', [endpoint.address], error);
+    return { address: endpoint.address };
+  }
+}
+
 /**
  * One snapshot of records, provider state and etcd. Failed reads become data, never exceptions. Reads
  * only: status runs it beside a reconcile.
@@ -101,10 +113,13 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const records = await deps.store.listMachines(deps.cluster);
+  const kubernetes = cp.manifest.spec.kubernetes === undefined ? undefined : deps.provider.kubernetes;
   const machines: ObservedMachine[] = await Promise.all(
     records.map(async (record) => {
       const infra = await deps.provider.describe(deps.cluster, record.name);
-      return infra ? { record, infra } : { record };
+      if (!infra) return { record };
+      if (kubernetes === undefined || infra.state !== 'Provisioned') return { record, infra };
+      return { record, infra: { ...infra, components: await kubernetes.componentHealth(deps.cluster, record.name) } };
     }),
   );
   const members = await readMembers(deps, machines, cp);
@@ -141,5 +156,6 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   const care = await observeCare(deps, cp);
   if (care) observed.care = care;
   if (earlierReadings.length > 0) observed.earlierReadings = [...earlierReadings];
+  if (kubernetes !== undefined) observed.endpoint = await observeEndpoint(deps, kubernetes);
   return observed;
 }

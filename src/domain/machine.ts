@@ -34,6 +34,8 @@ export interface MachineRecord {
   ordinal: number;
   /** The etcd version this machine runs. */
   version: string;
+  /** The Kubernetes version its components run (a Kubernetes control plane only); fixed at creation. */
+  kubernetesVersion?: string;
   /** Hash of the spec fields that require a new machine when they change (rollout). */
   templateHash: string;
   failureDomain?: string;

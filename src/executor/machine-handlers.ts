@@ -3,6 +3,7 @@ import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
 import { machineTemplateHash } from '../planner/spec.ts';
 import type { CreateMachine, MachineAction } from '../planner/types.ts';
 import { startMachineMember } from '../cluster/member-launch.ts';
+import { runComponentAction } from './component-handlers.ts';
 import { machineRecord, type ExecutorDeps } from './executor-deps.ts';
 
 // Machine actions: many run at once, each idempotent.
@@ -20,6 +21,7 @@ async function createMachine(deps: ExecutorDeps, cp: ControlPlaneRecord, action:
     phaseTimes: { Pending: now },
   };
   if (action.failureDomain !== undefined) record.failureDomain = action.failureDomain;
+  if (cp.manifest.spec.kubernetes !== undefined) record.kubernetesVersion = cp.manifest.spec.kubernetes.version;
   await deps.writer.commit({ kind: 'CreateMachine', record }, { kind: 'ReserveOrdinal', ordinal: action.ordinal });
   deps.failpoint('after-create-record');
   await deps.writer.verify();
@@ -51,32 +53,38 @@ async function deleteMachine(deps: ExecutorDeps, name: string): Promise<void> {
 }
 
 /** `cp`: the control plane's record as this pass read it. */
-export async function runMachineAction(deps: ExecutorDeps, cp: ControlPlaneRecord, action: MachineAction): Promise<void> {
+export async function runMachineAction(deps: ExecutorDeps, cp: ControlPlaneRecord, action: MachineAction): Promise<string | undefined> {
   const now = deps.clock.now();
   switch (action.kind) {
     case 'CreateMachine':
-      return createMachine(deps, cp, action);
+      await createMachine(deps, cp, action);
+      return undefined;
     case 'DeleteMachine':
-      return deleteMachine(deps, action.machine);
+      await deleteMachine(deps, action.machine);
+      return undefined;
     case 'MarkMachineFailed': {
       // Counted by the store against the stored sequence: failures marked in one pass each count.
       await deps.writer.commit(
         { kind: 'PatchMachine', name: action.machine, set: { failed: { reason: action.reason, message: action.message, at: now } } },
         { kind: 'RecordRemediation', machine: action.machine, at: now, minHealthyPeriodMs: parseDuration(cp.manifest.spec.remediation.minHealthyPeriod) ?? 0 },
       );
-      return;
+      return undefined;
     }
     case 'RequestMachineDeletion':
       await deps.writer.commit({ kind: 'PatchMachine', name: action.machine, set: { deleteRequested: { reason: action.reason, at: now } } });
-      return;
+      return undefined;
     case 'RestartMember': {
       await deps.writer.verify();
       // On a data dir etcd ignores --initial-cluster, and without quorum the member list may be unreadable.
       await startMachineMember(deps, cp, action.machine, 'existing');
-      return;
+      return undefined;
     }
     case 'AbandonInit':
       await deps.writer.commit({ kind: 'AbandonInit', machine: action.machine });
-      return;
+      return undefined;
+    case 'StartComponent':
+    case 'StopComponents':
+    case 'RouteEndpoint':
+      return runComponentAction(deps, cp, action);
   }
 }

@@ -1,6 +1,7 @@
 import { quorum } from '../domain/quorum.ts';
 import { careJobBusy, planCare } from './care.ts';
 import { planDowngrade, planPinnedVersion } from './downgrade.ts';
+import { componentActions, componentsNotReady } from './components.ts';
 import { conditionsFor } from './conditions.ts';
 import { creations } from './creation.ts';
 import { abandonInit } from './init-retry.ts';
@@ -53,8 +54,11 @@ function explainRefusal(step: Step, action: MembershipAction | undefined): void 
 function isConverged(step: Step, actions: number): boolean {
   const { view } = step;
   const { machines } = view.observed;
+  const notReady = componentsNotReady(step);
+  if (notReady.length > 0) step.waits.push({ code: 'ComponentsNotReady', message: `Kubernetes control plane not ready: ${notReady.join('; ')}` });
   return (
     actions === 0 &&
+    notReady.length === 0 &&
     view.membersKnown &&
     view.voters.length === view.spec.replicas &&
     view.learners.length === 0 &&
@@ -86,7 +90,7 @@ export function planFromView(view: ClusterView): Decision {
   // A step of the plan, not a hold-up: status shows where the rollout goes first, and why.
   if (view.versionHop !== undefined) step.waits.push({ code: 'UpgradeHop', message: view.versionHop });
   const machineActions: MachineAction[] = [...detectFailures(step), ...requestDeletions(step)];
-  machineActions.push(...creations(step), ...teardowns(step), ...restartsWithoutQuorum(step));
+  machineActions.push(...creations(step), ...teardowns(step), ...restartsWithoutQuorum(step), ...componentActions(step));
   const abandon = abandonInit(view);
   if (abandon) machineActions.push(abandon);
   const membershipAction = membership(step);

@@ -1,4 +1,5 @@
 import { keepsQuorum, quorum } from '../domain/quorum.ts';
+import { drainWait } from './components.ts';
 import { guardRemoval } from './guard.ts';
 import { byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, ObservedMember } from './types.ts';
@@ -35,7 +36,8 @@ function leaderTarget(step: Step, from: ObservedMember): ObservedMember | undefi
  * the same leader) and has been moved off it, and only if the healthy voters left keep quorum. With
  * leadership disputed, the member may be the leader a stale voter does not know of yet: removing it
  * would cost an election, so the removal waits (LeaderUnknown) until the voters agree. Nothing leaves
- * while another learner that may still boot has not named itself (LearnerNotStarted).
+ * while another learner that may still boot has not named itself (LearnerNotStarted), nor while a
+ * Kubernetes machine still serves (Draining).
  */
 export function removal(step: Step, member: ObservedMember, reason: string, machine: ObservedMachine | undefined): MembershipAction | undefined {
   const { view } = step;
@@ -49,6 +51,11 @@ export function removal(step: Step, member: ObservedMember, reason: string, mach
   });
   if (booting.length > 0) {
     step.waits.push({ code: 'LearnerNotStarted', message: `not removing ${who}: learner ${learnerNames(view, booting)} has not started yet and a removal now would change the membership it boots with`, ...onMachine });
+    return undefined;
+  }
+  const draining = machine === undefined ? undefined : drainWait(step, machine);
+  if (draining !== undefined) {
+    step.waits.push({ code: 'Draining', message: `not removing ${who} yet: ${draining}`, ...onMachine });
     return undefined;
   }
   if (member.isLearner) {

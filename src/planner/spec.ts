@@ -14,7 +14,10 @@ export function machineTemplateHash(cp: ControlPlane): string {
   // The check mode is an etcd flag, so changing it rolls the members; left out at its default so the
   // hash of every cluster made before the mode existed stays the same (no surprise rollout).
   const guarded = cp.spec.etcd.reconfigurationCheck === 'fastplane' ? { reconfigurationCheck: 'fastplane' } : {};
-  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: launchedLearnerLimit(cp.spec.version, cp.spec.etcd.maxLearners), ...guarded });
+  // Kubernetes runs on the machine beside its member: a new version is new machines (a rollout). Left
+  // out when off, so an etcd-only cluster's hash stays what it was.
+  const kubernetes = cp.spec.kubernetes === undefined ? {} : { kubernetes: cp.spec.kubernetes.version };
+  return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: launchedLearnerLimit(cp.spec.version, cp.spec.etcd.maxLearners), ...guarded, ...kubernetes });
 }
 
 export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
@@ -34,6 +37,7 @@ export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
   };
   return {
     ...backup,
+    ...(spec.kubernetes === undefined ? {} : { kubernetes: { version: spec.kubernetes.version } }),
     maintenance,
     name: cp.metadata.name,
     replicas: spec.replicas,

@@ -1,7 +1,7 @@
 import type { MachinePhase, MachineRecord } from '../domain/machine.ts';
 import type { EtcdAlarm, EtcdErrorKind, EtcdMember, EtcdMemberStatus } from '../ports/etcd-admin.ts';
 import type { ObservedCare } from '../ports/care.ts';
-import type { InfraState } from '../ports/machine-provider.ts';
+import type { InfraState, KubernetesComponent } from '../ports/machine-provider.ts';
 
 /** The spec as the planner needs it: durations in milliseconds, no strings to parse. */
 export interface PlannerSpec {
@@ -16,6 +16,8 @@ export interface PlannerSpec {
   /** `fastplane`: etcd's own add/remove checks are off, and the planner makes them (guard.ts). */
   reconfigurationCheck: 'etcd' | 'fastplane';
   maxSurge: number;
+  /** A Kubernetes control plane stacked on the members (spec.kubernetes); absent: etcd only. */
+  kubernetes?: { version: string };
   /** Scheduled backups (spec.backup); none: only `fastplane backup` takes them. */
   backup?: { everyMs: number; keep: number };
   /** Routine maintenance (spec.maintenance); none: only `fastplane maintain` and NOSPACE recovery run it. */
@@ -44,7 +46,22 @@ export interface ObservedMachine {
     address: string;
     clientURL: string;
     peerURL: string;
+    /** Its Kubernetes components as their health checks answered (a Kubernetes control plane only). */
+    components?: Partial<Record<KubernetesComponent, ObservedComponent>>;
   };
+}
+
+/** A Kubernetes component as observed: whether its process runs, and whether its health check said healthy. */
+export interface ObservedComponent {
+  running: boolean;
+  healthy: boolean;
+  reason?: string;
+}
+
+/** The control-plane endpoint as observed: the machines it routes to and which pass its health check; undefined routes: not running. */
+export interface ObservedEndpoint {
+  address: string;
+  routes?: { machine: string; up: boolean }[];
 }
 
 /** A status call that did not answer is data, not an exception. */
@@ -92,6 +109,8 @@ export interface Observed {
   care?: ObservedCare;
   /** Earlier readings of this run, oldest first (the observer's; empty on a first pass). */
   earlierReadings?: VoterReading[];
+  /** A Kubernetes control plane's endpoint. */
+  endpoint?: ObservedEndpoint;
 }
 
 export interface CreateMachine {
@@ -137,7 +156,27 @@ export interface AbandonInit {
   machine: string;
   reason: string;
 }
-export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion | RestartMember | AbandonInit;
+/** Starts one Kubernetes component of a machine (it runs already: nothing to do). */
+export interface StartComponent {
+  kind: 'StartComponent';
+  machine: string;
+  component: KubernetesComponent;
+  reason: string;
+}
+/** Stops every Kubernetes component of a machine, scheduler first, apiserver last. */
+export interface StopComponents {
+  kind: 'StopComponents';
+  machine: string;
+  reason: string;
+}
+/** The endpoint routes to exactly these machines' apiservers from now on. */
+export interface RouteEndpoint {
+  kind: 'RouteEndpoint';
+  machines: string[];
+  reason: string;
+}
+export type ComponentAction = StartComponent | StopComponents | RouteEndpoint;
+export type MachineAction = CreateMachine | DeleteMachine | MarkMachineFailed | RequestMachineDeletion | RestartMember | AbandonInit | ComponentAction;
 
 export interface InitCluster {
   kind: 'InitCluster';

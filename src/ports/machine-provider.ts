@@ -163,7 +163,26 @@ export interface CreateMachineRequest {
   fence?: Fence;
 }
 
+/**
+ * What the reconcile loop asks of a provider that runs Kubernetes components on its machines (one
+ * that does not leaves `InfraProvider.kubernetes` out, and a spec with `kubernetes` is refused for it).
+ */
+export interface KubernetesMachines {
+  /** Starts one component of a machine; idempotent. */
+  startComponent(cluster: string, name: string, component: KubernetesComponent, launch: KubernetesLaunch, fence?: Fence): Promise<void>;
+  /** Stops every Kubernetes component of a machine, scheduler first and apiserver last; idempotent. */
+  stopComponents(cluster: string, name: string, fence?: Fence): Promise<void>;
+  /** Each component's health as it answers now; reads only. */
+  componentHealth(cluster: string, name: string): Promise<Record<KubernetesComponent, ComponentHealth>>;
+  /** The cluster's control-plane endpoint. */
+  endpoint(cluster: string): Promise<ControlPlaneEndpoint>;
+  /** Routes the endpoint to exactly these machines' apiservers (the provider knows their addresses). */
+  route(cluster: string, machines: readonly string[]): Promise<void>;
+}
+
 export interface InfraProvider {
+  /** Present on a provider that runs Kubernetes components. */
+  readonly kubernetes?: KubernetesMachines;
   create(request: CreateMachineRequest): Promise<MachineInfra>;
   /** Undefined once the machine is gone. Reads only: no side effect on the machine or its host. */
   describe(cluster: string, name: string): Promise<MachineInfra | undefined>;

@@ -14,7 +14,7 @@ export function decide(o: Observed, s: PlannerSpec = spec(), now = NOW): Decisio
 
 /** Machine names of the machine actions of one kind, in decision order. */
 export function machinesOf(d: Decision, kind: MachineAction['kind']): string[] {
-  return d.machineActions.filter((a) => a.kind === kind).map((a) => a.machine);
+  return d.machineActions.flatMap((a) => (a.kind === kind && 'machine' in a ? [a.machine] : []));
 }
 
 export function waitCodes(d: Decision): string[] {
