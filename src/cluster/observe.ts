@@ -113,7 +113,7 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   const cp = await deps.store.getControlPlane(deps.cluster);
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const records = await deps.store.listMachines(deps.cluster);
-  const kubernetes = cp.manifest.spec.kubernetes === undefined ? undefined : deps.provider.kubernetes;
+  const kubernetes = deps.provider.kubernetes !== undefined && cp.manifest.spec.kubernetes !== undefined ? deps.provider.kubernetes : undefined;
   const machines: ObservedMachine[] = await Promise.all(
     records.map(async (record) => {
       const infra = await deps.provider.describe(deps.cluster, record.name);

@@ -1,6 +1,7 @@
 import { KUBERNETES_COMPONENTS, type KubernetesComponent } from '../ports/machine-provider.ts';
 import { activeMachines, byOrdinal, isGone, isReadyVoter, nameOf, type Step } from './step.ts';
-import type { ComponentAction, ObservedComponent, ObservedMachine } from './types.ts';
+import type { ComponentAction, Condition, ObservedComponent, ObservedMachine } from './types.ts';
+import type { ClusterView } from './view.ts';
 
 /**
  * A Kubernetes control plane's components, as kubeadm's stacked topology joins a machine: its etcd
@@ -90,4 +91,23 @@ export function componentsNotReady(step: Step): string[] {
     if (missing.length > 0) problems.push(`the endpoint does not route to ${missing.join(', ')} yet`);
   }
   return problems;
+}
+
+/** Every Kubernetes component of the machine answers healthy; true on an etcd-only control plane. */
+export function componentsHealthy(view: ClusterView, machine: ObservedMachine): boolean {
+  return view.spec.kubernetes === undefined || KUBERNETES_COMPONENTS.every((component) => healthy(machine, component));
+}
+
+/**
+ * ControlPlaneComponentsHealthy (KCP v1beta2's name): every staying machine's apiserver, controller-manager
+ * and scheduler answer healthy. Undefined on an etcd-only control plane.
+ */
+export function componentsCondition(view: ClusterView): Condition | undefined {
+  if (view.spec.kubernetes === undefined) return undefined;
+  const unhealthy = view.active.flatMap((machine) => {
+    const down = KUBERNETES_COMPONENTS.filter((component) => !healthy(machine, component));
+    return down.length === 0 ? [] : [`${nameOf(machine)}: ${down.join(', ')}`];
+  });
+  if (unhealthy.length === 0) return { type: 'ControlPlaneComponentsHealthy', status: 'True', reason: 'Healthy', message: '' };
+  return { type: 'ControlPlaneComponentsHealthy', status: 'False', reason: 'NotHealthy', message: `not healthy: ${unhealthy.join('; ')}` };
 }

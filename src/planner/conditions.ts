@@ -1,4 +1,5 @@
 import { quorum } from '../domain/quorum.ts';
+import { componentsCondition, componentsHealthy } from './components.ts';
 import type { Condition, ConditionType, Wait } from './types.ts';
 import { hasQuorum, type ClusterView } from './view.ts';
 
@@ -34,7 +35,7 @@ export function conditionsFor(
     : `${String(view.healthyVoters.length)}/${String(view.voters.length)} voters healthy, ${String(view.learners.length)} learners${observed.alarms.length > 0 ? `, alarms: ${observed.alarms.map((a) => a.alarm).join(',')}` : ''}`;
   const ready = machines.filter((m) => {
     const member = view.memberOf(m);
-    return member !== undefined && view.isHealthyVoter(member);
+    return member !== undefined && view.isHealthyVoter(member) && componentsHealthy(view, m);
   }).length;
   const machinesReady = ready === spec.replicas && machines.length === spec.replicas;
   // Members a downgrade restarts in place are not replaced, yet not at the spec's version either.
@@ -43,6 +44,7 @@ export function conditionsFor(
   const growing = view.active.length < spec.replicas || voterCount < spec.replicas || view.learners.length > 0;
   const shrinking = outdated === 0 && (voterCount > spec.replicas || machines.length > spec.replicas) && sets.leaving.size > 0;
   const scaleWaits = waits.filter((w) => !w.code.startsWith('Remediation'));
+  const components = componentsCondition(view);
   return [
     condition(
       'Available',
@@ -51,11 +53,12 @@ export function conditionsFor(
       `${String(view.healthyVoters.length)} healthy voters, quorum ${String(quorum(Math.max(voterCount, 1)))}`,
     ),
     condition('EtcdClusterHealthy', etcdHealthy, etcdHealthy ? 'Healthy' : 'NotHealthy', etcdMessage),
-    condition('MachinesReady', machinesReady, machinesReady ? 'Ready' : 'NotReady', `${String(ready)}/${String(spec.replicas)} machines are healthy voters`),
+    condition('MachinesReady', machinesReady, machinesReady ? 'Ready' : 'NotReady', `${String(ready)}/${String(spec.replicas)} machines are healthy voters${spec.kubernetes === undefined ? '' : ' with every component healthy'}`),
     condition('UpToDate', outdated === 0, outdated === 0 ? 'UpToDate' : 'NotUpToDate', `${String(outdated)} machines not at version ${view.downgrade?.target ?? spec.version}`),
     progressing('ScalingUp', growing && outdated === 0 && !sets.converged, 'ScalingUp', scaleWaits),
     progressing('ScalingDown', shrinking, 'ScalingDown', scaleWaits),
     progressing('RollingOut', outdated > 0, 'RollingOut', scaleWaits),
     remediating(sets.failed.size > 0, waits),
+    ...(components === undefined ? [] : [components]),
   ];
 }

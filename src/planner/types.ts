@@ -276,7 +276,8 @@ export type ConditionType =
   | 'Remediating'
   | 'BackupFailing'
   | 'CertificatesExpiringSoon'
-  | 'ClusterVersionPinned';
+  | 'ClusterVersionPinned'
+  | 'ControlPlaneComponentsHealthy';
 
 export interface Condition {
   type: ConditionType;

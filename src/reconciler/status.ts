@@ -1,9 +1,10 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import type { ControlPlaneRecord, MachineRecord, StoredCondition } from '../domain/machine.ts';
 import { agreedLeader, isHealthyVoter } from '../planner/health.ts';
-import type { Condition, Decision, Observed } from '../planner/types.ts';
+import type { Condition, Decision, Observed, ObservedMachine } from '../planner/types.ts';
 import { memberReading } from '../planner/view.ts';
 import type { TlsFiles } from '../ports/etcd-admin.ts';
+import type { KubernetesComponent } from '../ports/machine-provider.ts';
 
 /** The `status -o json` contract (docs/architecture.md, "Status contract"). Times are ISO-8601, member IDs decimal strings. */
 export interface ControlPlaneStatusDocument {
@@ -35,7 +36,12 @@ export interface ControlPlaneStatusDocument {
       failureDomain: string | null;
       createdAt: string;
       phaseTimes: Record<string, string>;
+      /** A Kubernetes control plane's machine: the Kubernetes version and KCP v1beta2's machine conditions. */
+      kubernetesVersion?: string;
+      conditions?: MachineCondition[];
     }[];
+    /** A Kubernetes control plane: where clients reach it (`fastplane kubeconfig NAME` writes a kubeconfig for it). */
+    kubernetes?: { version: string; endpoint: string | null };
     waits: { code: string; message: string }[];
     /** Client credentials of a TLS cluster, for etcdctl. */
     tls?: TlsFiles;
@@ -64,6 +70,35 @@ function phaseOfControlPlane(decision: Decision): string {
   return 'Degraded';
 }
 
+/** A machine condition as KCP v1beta2 names them (EtcdMemberHealthy, APIServerPodHealthy, ...). */
+export interface MachineCondition {
+  type: string;
+  status: 'True' | 'False';
+  reason: string;
+  message: string;
+}
+
+const COMPONENT_CONDITIONS: readonly [KubernetesComponent, string][] = [
+  ['kube-apiserver', 'APIServerPodHealthy'],
+  ['kube-controller-manager', 'ControllerManagerPodHealthy'],
+  ['kube-scheduler', 'SchedulerPodHealthy'],
+];
+
+/** A Kubernetes machine's conditions: its etcd process, its member, each component, from one observation. */
+function machineConditions(machine: ObservedMachine | undefined, memberHealthy: boolean): MachineCondition[] {
+  const running = machine?.infra?.memberRunning === true;
+  const conditions: MachineCondition[] = [
+    { type: 'EtcdPodHealthy', status: running ? 'True' : 'False', reason: running ? 'Running' : 'NotRunning', message: '' },
+    { type: 'EtcdMemberHealthy', status: memberHealthy ? 'True' : 'False', reason: memberHealthy ? 'Healthy' : 'NotHealthy', message: '' },
+  ];
+  for (const [component, type] of COMPONENT_CONDITIONS) {
+    const seen = machine?.infra?.components?.[component];
+    const ok = seen?.healthy === true;
+    conditions.push({ type, status: ok ? 'True' : 'False', reason: ok ? 'Healthy' : seen?.running === true ? 'NotHealthy' : 'NotRunning', message: ok ? '' : (seen?.reason ?? 'not observed') });
+  }
+  return conditions;
+}
+
 function machineEntry(record: MachineRecord): ControlPlaneStatusDocument['status']['machines'][number] {
   const phaseTimes: Record<string, string> = {};
   for (const [phase, at] of Object.entries(record.phaseTimes)) phaseTimes[phase] = iso(at);
@@ -79,6 +114,7 @@ function machineEntry(record: MachineRecord): ControlPlaneStatusDocument['status
     failureDomain: record.failureDomain ?? null,
     createdAt: iso(record.createdAt),
     phaseTimes,
+    ...(record.kubernetesVersion === undefined ? {} : { kubernetesVersion: record.kubernetesVersion }),
   };
 }
 
@@ -114,9 +150,17 @@ export function buildStatus(
       leader: leaderMachine?.name ?? leaderMember?.name ?? null,
       endpoints: voters.flatMap((m) => m.clientURLs.slice(0, 1)),
       conditions: conditions.map((c) => ({ type: c.type, status: c.status, reason: c.reason, message: c.message, lastTransitionTime: iso(c.lastTransitionTime) })),
-      machines: [...machines].sort((a, b) => a.ordinal - b.ordinal).map(machineEntry),
+      machines: [...machines]
+        .sort((a, b) => a.ordinal - b.ordinal)
+        .map((record) => {
+          if (cp.manifest.spec.kubernetes === undefined) return machineEntry(record);
+          const machine = observed.machines.find((m) => m.record.name === record.name);
+          const member = members.find((m) => record.peerURL !== undefined && m.peerURLs.includes(record.peerURL));
+          return { ...machineEntry(record), conditions: machineConditions(machine, member !== undefined && healthy.includes(member)) };
+        }),
       waits: decision.waits.map((w) => ({ code: w.code, message: w.message })),
       ...(tls === undefined ? {} : { tls }),
+      ...(cp.manifest.spec.kubernetes === undefined ? {} : { kubernetes: { version: cp.manifest.spec.kubernetes.version, endpoint: observed.endpoint?.address ?? null } }),
     },
   };
 }
