@@ -136,6 +136,12 @@ export function buildProgram(): Command {
     .action(async (name: string, flags: { force?: boolean; wait?: string }) => withContext(program, async (ctx) => (await import('./commands/down.ts')).downCommand(ctx, name, flags)));
 
   program
+    .command('kubeconfig <name>')
+    .description("print an admin kubeconfig for a Kubernetes control plane's endpoint (kubectl --kubeconfig FILE)")
+    .option('--machine <machine>', "for this machine's own kube-apiserver instead of the endpoint")
+    .action(async (name: string, flags: { machine?: string }) => withContext(program, async (ctx) => (await import('./commands/kubeconfig.ts')).kubeconfigCommand(ctx, name, flags)));
+
+  program
     .command('backup <name>')
     .description('take a snapshot of a control plane from a healthy member, verify it and store it in <state dir>/backups/<name>/')
     .addOption(new Option('-o, --output <format>', 'table or json (the backup\'s sidecar with its file)').default('table'))

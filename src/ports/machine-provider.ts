@@ -178,6 +178,10 @@ export interface KubernetesMachines {
   endpoint(cluster: string): Promise<ControlPlaneEndpoint>;
   /** Routes the endpoint to exactly these machines' apiservers (the provider knows their addresses). */
   route(cluster: string, machines: readonly string[]): Promise<void>;
+  /** The text of an admin kubeconfig for `server` (host:port): the endpoint's address, or one machine's apiserver. */
+  adminKubeconfig(cluster: string, server: string): Promise<string>;
+  /** host:port of a machine's kube-apiserver. */
+  apiserverAddress(cluster: string, name: string): Promise<string>;
 }
 
 export interface InfraProvider {
