@@ -70,7 +70,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly etcd: LocalEtcd;
-  private readonly kubernetes: LocalKubernetes;
+  private readonly localKubernetes: LocalKubernetes;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
 
@@ -83,7 +83,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
     this.etcd = new LocalEtcd(this.pki, options);
-    this.kubernetes = new LocalKubernetes(this.pki, options.stopGraceMs ?? 10_000);
+    this.localKubernetes = new LocalKubernetes(this.pki, options.stopGraceMs ?? 10_000);
     this.honourFailureMarker = options.honourFailureMarker ?? false;
     this.store = options.store ?? new MemoryStateStore();
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, this.store);
@@ -150,7 +150,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
 
   /** The etcd member, and the Kubernetes components stacked on it (local-kubernetes.ts). */
   override components(cluster: string, name: string, fence?: Fence): MachineComponents {
-    return { ...super.components(cluster, name, fence), ...this.kubernetes.components(this.access(cluster, name, fence)) };
+    return { ...super.components(cluster, name, fence), ...this.localKubernetes.components(this.access(cluster, name, fence)) };
   }
 
   private access(cluster: string, name: string, fence: Fence): LocalMachineAccess {
@@ -230,11 +230,11 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
       await this.write(machine);
-      await this.kubernetes.stopAll(this.access(cluster, name, fence));
+      await this.localKubernetes.stopAll(this.access(cluster, name, fence));
       await this.stopEtcd(cluster, name);
     }
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
-    await this.kubernetes.stopAll(this.access(cluster, name, fence), 0);
+    await this.localKubernetes.stopAll(this.access(cluster, name, fence), 0);
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
     // Its certificates leave the store too: a machine given the freed name gets new keys from today's CA.
     await this.pki.forgetMember(cluster, name, () => rm(this.machineDir(cluster, name), { recursive: true, force: true }));
@@ -257,7 +257,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
         const machine = await this.read(cluster, name);
         const dataDir = this.dataDir(cluster, name);
         const pids = new Set([...(machine?.pid === undefined ? [] : [machine.pid]), ...pidsUsing(dataDir)]);
-        await this.kubernetes.stopAll(this.access(cluster, name, fence), 0);
+        await this.localKubernetes.stopAll(this.access(cluster, name, fence), 0);
         await Promise.all([...pids].map((pid) => stopProcess(pid, dataDir, 0)));
       }),
     );
