@@ -89,7 +89,9 @@ export class LocalKubernetes {
       probeTls: () => Promise.resolve(kind === 'kube-apiserver' ? { kind: 'ca', caFile: kubernetesFiles(machine.clusterDir, machine.name).ca.cert } : { kind: 'unverified' }),
       programVersion: async () => {
         const pid = await runningPid();
-        return pid === undefined ? undefined : programVersion(await readlink(`/proc/${String(pid)}/exe`));
+        // It may exit between the check and the read.
+        const program = pid === undefined ? undefined : await readlink(`/proc/${String(pid)}/exe`).catch(() => undefined);
+        return program === undefined ? undefined : programVersion(program);
       },
     };
   }
