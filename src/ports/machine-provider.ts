@@ -84,6 +84,11 @@ export interface KubernetesLaunch {
   version: string;
   /** A directory holding the programs of `version` (spec.kubernetes.binaries); default the installed ones. */
   binaries?: string;
+  /**
+   * `host` or `host:port` of the control-plane endpoint (ControlPlaneEndpoint.address) when it is known:
+   * the apiserver's serving certificate names its address, so clients reach the apiserver through it.
+   */
+  endpoint?: string;
 }
 
 /**

@@ -4,38 +4,42 @@ import { closeSync, fchmodSync, openSync, readdirSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isExiting, isProcessAlive, processArguments } from './process-status.ts';
 
-/** Processes fastplane runs on this host (etcd members): started detached, found and stopped by PID and data dir. */
+/**
+ * Processes fastplane runs on this host (etcd members, Kubernetes components): started detached,
+ * found and stopped by PID and a marker, an argument of their command line that names what only that
+ * process uses (an etcd member's data dir, a component's certificate or kubeconfig).
+ */
 
 const POLL_MS = 100;
 
-/** The recorded PID is still our etcd: alive, and its command line names this data dir (PID reuse). */
-export function isOurProcess(pid: number, dataDir: string): boolean {
-  return isProcessAlive(pid) && processArguments(pid).includes(dataDir);
+/** The recorded PID is still our process: alive, and its command line names the marker (PID reuse). */
+export function isOurProcess(pid: number, marker: string): boolean {
+  return isProcessAlive(pid) && processArguments(pid).includes(marker);
 }
 
-/** PIDs of live processes whose command line names this data dir (found by scanning /proc). */
-export function pidsUsing(dataDir: string): number[] {
+/** PIDs of live processes whose command line names the marker (found by scanning /proc). */
+export function pidsUsing(marker: string): number[] {
   return readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .map(Number)
-    .filter((pid) => isOurProcess(pid, dataDir));
+    .filter((pid) => isOurProcess(pid, marker));
 }
 
 /**
  * Sends SIGTERM, waits up to graceMs, then SIGKILL; resolves once the process has exited, its ports
  * closed, so that a member started next on the same address can bind them.
  */
-export async function stopProcess(pid: number, dataDir: string, graceMs: number): Promise<void> {
-  if (isOurProcess(pid, dataDir)) {
+export async function stopProcess(pid: number, marker: string, graceMs: number): Promise<void> {
+  if (isOurProcess(pid, marker)) {
     signal(pid, 'SIGTERM');
     const deadline = Date.now() + graceMs;
-    while (isOurProcess(pid, dataDir) && Date.now() < deadline) await sleep(POLL_MS);
-    if (isOurProcess(pid, dataDir)) signal(pid, 'SIGKILL');
+    while (isOurProcess(pid, marker) && Date.now() < deadline) await sleep(POLL_MS);
+    if (isOurProcess(pid, marker)) signal(pid, 'SIGKILL');
   }
   // Its command line empties before its sockets close (see isExiting).
   const killDeadline = Date.now() + 5000;
-  while (isOurProcess(pid, dataDir) || isExiting(pid)) {
-    if (Date.now() > killDeadline) throw new Error(`etcd process ${String(pid)} survived SIGKILL`);
+  while (isOurProcess(pid, marker) || isExiting(pid)) {
+    if (Date.now() > killDeadline) throw new Error(`process ${String(pid)} (${marker}) survived SIGKILL`);
     await sleep(POLL_MS / 5);
   }
 }
@@ -45,7 +49,7 @@ export async function stopProcess(pid: number, dataDir: string, graceMs: number)
  * outlives the CLI; resolves with its PID.
  */
 export async function spawnDetached(binary: string, args: string[], logFile: string): Promise<number> {
-  // etcd logs keys it refuses and peers' addresses: readable by the owner only.
+  // etcd logs keys it refuses and peers' addresses, and the apiserver its clients': readable by the owner only.
   const log = openSync(logFile, 'a', 0o600);
   fchmodSync(log, 0o600);
   try {

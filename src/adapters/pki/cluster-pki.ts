@@ -3,9 +3,10 @@ import { join } from 'node:path';
 import type { TlsFiles } from '../../ports/etcd-admin.ts';
 import type { CaRotationPhase } from '../../ports/machine-provider.ts';
 import type { StoredClusterState } from '../stored-cluster-state.ts';
-import { clientTlsFiles, memberTlsFiles, type MemberTlsFiles } from './pki-files.ts';
+import { clientTlsFiles, KUBERNETES_PKI, kubernetesClusterFiles, kubernetesMachinePki, memberTlsFiles, type KubernetesClusterFiles, type KubernetesFiles, type MemberTlsFiles } from './pki-files.ts';
 
 const loadPki = (): Promise<typeof import('./local-pki.ts')> => import('./local-pki.ts');
+const loadKubernetesPki = (): Promise<typeof import('./kubernetes-pki.ts')> => import('./kubernetes-pki.ts');
 
 /**
  * A cluster's certificates as both providers keep them: the CA and fastplane's client certificate in
@@ -53,9 +54,28 @@ export class ClusterPki {
     return this.state(cluster).readFiles((root) => use(join(root, 'pki')));
   }
 
-  /** A machine's certificates, gone from the store and from this host. */
+  /** A machine's certificates (etcd's and Kubernetes'), gone from the store and from this host. */
   async forgetMember(cluster: string, name: string, remove: () => Promise<void>): Promise<void> {
-    await this.state(cluster).withFiles([memberPki(name)], remove);
+    await this.state(cluster).withFiles([memberPki(name), kubernetesMachinePki(name)], remove);
+  }
+
+  /**
+   * The Kubernetes files machine `name` at `address` needs (kubernetes-pki.ts), the cluster's made on
+   * first use, brought to this host's copy from the store: the paths its components are started with.
+   * `endpointAddress`: the control-plane endpoint's IP, named in the apiserver's certificate.
+   */
+  async issueKubernetesMachine(cluster: string, name: string, address: string, endpointAddress?: string): Promise<KubernetesFiles> {
+    const pki = await loadKubernetesPki();
+    const state = this.state(cluster);
+    return state.withFiles(['pki', KUBERNETES_PKI, kubernetesMachinePki(name)], () => pki.issueKubernetesMachine(state.cacheDir, name, address, endpointAddress, { validityMs: this.validityMs }));
+  }
+
+  /** Runs `use` on a copy of the cluster's Kubernetes files as stored, made on first use. */
+  async readKubernetes<T>(cluster: string, use: (files: KubernetesClusterFiles) => Promise<T>): Promise<T> {
+    const pki = await loadKubernetesPki();
+    const state = this.state(cluster);
+    await state.withFiles(['pki', KUBERNETES_PKI], () => pki.issueKubernetesCluster(state.cacheDir, { validityMs: this.validityMs }));
+    return state.readFiles((root) => use(kubernetesClusterFiles(root)));
   }
 
   async renewClientCertificate(cluster: string): Promise<void> {

@@ -1,6 +1,7 @@
 import type { TlsFiles } from '../../ports/etcd-admin.ts';
 import type { CaRotationPhase, Fence, MachineComponents, MemberLaunch } from '../../ports/machine-provider.ts';
 import { etcdComponent, type EtcdProcess } from '../host/etcd-component.ts';
+import { kubeconfigYaml } from '../kubernetes/kubeconfig.ts';
 import { ClusterPki } from '../pki/cluster-pki.ts';
 import type { StoredClusterState } from '../stored-cluster-state.ts';
 
@@ -44,6 +45,15 @@ export abstract class ComponentProvider {
 
   stopMember(cluster: string, name: string, fence?: Fence): Promise<void> {
     return this.components(cluster, name, fence).etcd.stop();
+  }
+
+  /**
+   * The text of an admin kubeconfig for the cluster's Kubernetes control plane reached at
+   * `endpointAddress` (`host` or `host:port`, port 6443 by default): the Kubernetes CA and the admin
+   * client certificate embedded, so it stands alone; the caller prints it or writes it where it wants.
+   */
+  kubeconfig(cluster: string, endpointAddress: string): Promise<string> {
+    return this.pki.readKubernetes(cluster, (files) => kubeconfigYaml({ cluster, server: endpointAddress, caFile: files.ca.cert, user: 'kubernetes-admin', client: files.clients.admin }));
   }
 
   /** fastplane's client credentials for the cluster's members; undefined when insecure. */

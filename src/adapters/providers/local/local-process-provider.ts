@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
 import { InvalidInputError } from '../../../api/errors.ts';
 import { systemClock, type Clock } from '../../../ports/clock.ts';
-import type { CommittedIndexReading, CreateMachineRequest, Fence, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
+import type { CommittedIndexReading, CreateMachineRequest, Fence, MachineComponents, MachineFacts, MachineInfra, MachineProvider, MemberLaunch } from '../../../ports/machine-provider.ts';
 import { committedIndexOf } from '../../etcd/wal-commit.ts';
 import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
@@ -18,6 +18,7 @@ import { LocalMachineHomes } from './local-machine-homes.ts';
 import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from './local-machine.ts';
 import { initStartSuppressed } from './test-markers.ts';
 import { LocalEtcd, type LocalEtcdOptions } from './local-etcd.ts';
+import { LocalKubernetes, type LocalMachineAccess } from './local-kubernetes.ts';
 import { ComponentProvider, type ComponentProviderOptions } from '../component-provider.ts';
 import { stateScope } from '../provider-environment.ts';
 
@@ -25,7 +26,8 @@ import { stateScope } from '../provider-environment.ts';
  * Machines as local etcd processes (docs/architecture.md, "Local process provider"). A machine is a loopback
  * address `${addressPrefix}.${clusterSlot}.${ordinal}` with etcd on its standard ports 2379/2380, and a
  * folder `${stateDir}/clusters/<cluster>/machines/<name>/` holding `machine.json`, `data/`, `pki/` and
- * `etcd.log`. Everything the provider knows is in those files, so any later CLI process picks up where
+ * `etcd.log` (on a Kubernetes control plane also each component's `.json` record, `.log` and
+ * kubeconfig). Everything the provider knows is in those files, so any later CLI process picks up where
  * the last one stopped: provisioning and deletion are deadlines in the file, not timers, and etcd runs
  * detached, tracked by PID.
  *
@@ -68,6 +70,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   private readonly clock: Clock;
   private readonly random: () => number;
   private readonly etcd: LocalEtcd;
+  private readonly localKubernetes: LocalKubernetes;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
 
@@ -80,6 +83,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     this.clock = options.clock ?? systemClock;
     this.random = options.random ?? Math.random;
     this.etcd = new LocalEtcd(this.pki, options);
+    this.localKubernetes = new LocalKubernetes(this.pki, options.stopGraceMs ?? 10_000);
     this.honourFailureMarker = options.honourFailureMarker ?? false;
     this.store = options.store ?? new MemoryStateStore();
     this.slots = new AddressSlots(this.stateDir, this.addressPrefix, this.store);
@@ -144,6 +148,23 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     return this.describe(cluster, name);
   }
 
+  /** The etcd member, and the Kubernetes components stacked on it (local-kubernetes.ts). */
+  override components(cluster: string, name: string, fence?: Fence): MachineComponents {
+    return { ...super.components(cluster, name, fence), ...this.localKubernetes.components(this.access(cluster, name, fence)) };
+  }
+
+  private access(cluster: string, name: string, fence: Fence): LocalMachineAccess {
+    return {
+      cluster,
+      name,
+      clusterDir: this.clusterDir(cluster),
+      machineDir: this.machineDir(cluster, name),
+      read: () => this.read(cluster, name),
+      startable: () => this.startable(cluster, name),
+      passFence: () => this.passFence(cluster, name, fence),
+    };
+  }
+
   /** A local process, tracked by PID and recognised by its data dir in its command line. */
   protected etcdProcess(cluster: string, name: string, fence: Fence): EtcdProcess {
     return {
@@ -163,11 +184,17 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     };
   }
 
-  private async startEtcd(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+  /** The machine, if a process may be started on it now. */
+  private async startable(cluster: string, name: string): Promise<MachineFile> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
     if (machine.deleting === true) throw new Error(`machine ${cluster}/${name} is being deleted`);
     if (this.clock.now() < machine.readyAt) throw new Error(`machine ${cluster}/${name} is still provisioning`);
+    return machine;
+  }
+
+  private async startEtcd(cluster: string, name: string, launch: MemberLaunch): Promise<void> {
+    const machine = await this.startable(cluster, name);
     const dataDir = this.dataDir(cluster, name);
     if (machine.pid !== undefined && isOurProcess(machine.pid, dataDir)) return;
     // A crash between spawn and recording the PID leaves etcd running untracked: adopt it.
@@ -203,9 +230,11 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
       await this.write(machine);
+      await this.localKubernetes.stopAll(this.access(cluster, name, fence));
       await this.stopEtcd(cluster, name);
     }
     if (this.clock.now() < (machine.deleteAt ?? 0)) return;
+    await this.localKubernetes.stopAll(this.access(cluster, name, fence), 0);
     if (machine.pid !== undefined) await stopProcess(machine.pid, this.dataDir(cluster, name), 0);
     // Its certificates leave the store too: a machine given the freed name gets new keys from today's CA.
     await this.pki.forgetMember(cluster, name, () => rm(this.machineDir(cluster, name), { recursive: true, force: true }));
@@ -228,6 +257,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
         const machine = await this.read(cluster, name);
         const dataDir = this.dataDir(cluster, name);
         const pids = new Set([...(machine?.pid === undefined ? [] : [machine.pid]), ...pidsUsing(dataDir)]);
+        await this.localKubernetes.stopAll(this.access(cluster, name, fence), 0);
         await Promise.all([...pids].map((pid) => stopProcess(pid, dataDir, 0)));
       }),
     );

@@ -1,0 +1,85 @@
+import assert from 'node:assert/strict';
+import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { after, test } from 'node:test';
+import { issueKubernetesMachine } from '../../src/adapters/pki/kubernetes-pki.ts';
+import type { CertAndKey } from '../../src/adapters/pki/pki-files.ts';
+
+// The Kubernetes PKI on its own, without the record store: what kubernetes-pki.ts writes in a cluster's folder.
+const dirs: string[] = [];
+after(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function clusterDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'fastplane-kubernetes-pki-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** Every file under `dir` (locks aside) and its content. */
+function contents(dir: string): Map<string, string> {
+  const files = readdirSync(dir, { recursive: true, withFileTypes: true }).filter((e) => e.isFile() && !e.name.endsWith('.lock'));
+  return new Map(files.map((e) => [relative(dir, join(e.parentPath, e.name)), readFileSync(join(e.parentPath, e.name), 'utf8')]));
+}
+
+const cert = (file: string): X509Certificate => new X509Certificate(readFileSync(file));
+const signedBy = (pair: CertAndKey, caFile: string): boolean => cert(pair.cert).verify(cert(caFile).publicKey);
+
+test('a second issue changes nothing, and every private key is readable by its owner only', async () => {
+  const dir = clusterDir();
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1');
+  const first = contents(dir);
+  await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1');
+  assert.deepEqual(contents(dir), first);
+  for (const key of [files.ca.key, files.frontProxyCa.key, files.serviceAccount.key, files.apiserver.key, files.apiserverEtcdClient.key, files.clients.admin.key]) {
+    assert.equal(statSync(key).mode & 0o777, 0o600, key);
+  }
+});
+
+test('each certificate has the subject and the issuer kubeadm gives it; the etcd client chains to the etcd CA', async () => {
+  const dir = clusterDir();
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', undefined);
+  assert.ok(signedBy(files.apiserver, files.ca.cert));
+  assert.ok(signedBy(files.apiserverEtcdClient, files.etcdCa));
+  assert.ok(!signedBy(files.apiserverEtcdClient, files.ca.cert));
+  assert.ok(signedBy(files.frontProxyClient, files.frontProxyCa.cert));
+  assert.notEqual(readFileSync(files.ca.cert, 'utf8'), readFileSync(files.etcdCa, 'utf8'));
+  assert.equal(cert(files.clients.admin.cert).subject, 'O=system:masters\nCN=kubernetes-admin');
+  assert.equal(cert(files.clients['controller-manager'].cert).subject, 'CN=system:kube-controller-manager');
+  assert.equal(cert(files.clients.scheduler.cert).subject, 'CN=system:kube-scheduler');
+  assert.equal(cert(files.frontProxyClient.cert).subject, 'CN=front-proxy-client');
+  for (const client of Object.values(files.clients)) assert.ok(signedBy(client, files.ca.cert));
+  // No endpoint known: the machine's address, 127.0.0.1 and the service IP only.
+  assert.equal(
+    cert(files.apiserver.cert).subjectAltName,
+    'IP Address:127.30.1.1, IP Address:127.0.0.1, IP Address:10.96.0.1, DNS:kubernetes, DNS:kubernetes.default, DNS:kubernetes.default.svc, DNS:kubernetes.default.svc.cluster.local',
+  );
+});
+
+test('the service-account key pair is one ECDSA P-256 pair', async () => {
+  const files = await issueKubernetesMachine(clusterDir(), 'm1', '127.30.1.1', undefined);
+  const pub = createPublicKey(readFileSync(files.serviceAccount.pub));
+  assert.equal(pub.asymmetricKeyDetails?.namedCurve, 'prime256v1');
+  const fromPrivate = createPublicKey(createPrivateKey(readFileSync(files.serviceAccount.key)));
+  assert.ok(fromPrivate.equals(pub));
+});
+
+test('a moved endpoint re-issues the apiserver certificate only; another machine shares the cluster files', async () => {
+  const dir = clusterDir();
+  const before = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1');
+  const ca = readFileSync(before.ca.cert, 'utf8');
+  const old = readFileSync(before.apiserver.cert, 'utf8');
+  const after = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.2');
+  assert.notEqual(readFileSync(after.apiserver.cert, 'utf8'), old);
+  assert.match(cert(after.apiserver.cert).subjectAltName ?? '', /IP Address:127\.31\.0\.2,/);
+  assert.doesNotMatch(cert(after.apiserver.cert).subjectAltName ?? '', /127\.31\.0\.1,/);
+  assert.equal(readFileSync(after.ca.cert, 'utf8'), ca);
+
+  const other = await issueKubernetesMachine(dir, 'm2', '127.30.1.2', '127.31.0.2');
+  assert.equal(other.serviceAccount.key, after.serviceAccount.key);
+  assert.notEqual(other.apiserver.cert, after.apiserver.cert);
+  assert.match(cert(other.apiserver.cert).subjectAltName ?? '', /^IP Address:127\.30\.1\.2,/);
+});
