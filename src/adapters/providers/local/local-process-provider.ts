@@ -19,6 +19,7 @@ import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from 
 import { initStartSuppressed } from './test-markers.ts';
 import { LocalEtcd, type LocalEtcdOptions } from './local-etcd.ts';
 import { LocalKubernetes, type LocalMachineAccess } from './local-kubernetes.ts';
+import { LocalKubernetesMachines } from './local-kubernetes-machines.ts';
 import { ComponentProvider, type ComponentProviderOptions } from '../component-provider.ts';
 import { stateScope } from '../provider-environment.ts';
 
@@ -73,6 +74,14 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   private readonly localKubernetes: LocalKubernetes;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
+  /** Its machines' Kubernetes components and each cluster's endpoint (local-kubernetes-machines.ts). */
+  readonly kubernetes: LocalKubernetesMachines = new LocalKubernetesMachines({
+    components: (cluster, name, fence) => this.components(cluster, name, fence),
+    machineAddress: async (cluster, name) => (await this.read(cluster, name))?.address,
+    clusterAddress: async (cluster) => `${this.addressPrefix}.${String(await this.slots.slotFor(cluster))}.0`,
+    clusterDir: (cluster) => this.clusterDir(cluster),
+    kubeconfig: (cluster, server) => this.kubeconfig(cluster, server),
+  });
 
   constructor(options: LocalProcessProviderOptions) {
     super(options);
@@ -261,6 +270,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
         await Promise.all([...pids].map((pid) => stopProcess(pid, dataDir, 0)));
       }),
     );
+    if (existsSync(join(this.clusterDir(cluster), 'endpoint'))) await (await this.kubernetes.endpoint(cluster)).stop();
     await this.slots.release(cluster);
     await this.state(cluster).drop();
   }
