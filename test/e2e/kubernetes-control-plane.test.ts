@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
+import { EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
 
 // A Kubernetes control plane brought up by fastplane: real etcd, kube-apiserver, controller-manager,
 // scheduler and HAProxy, driven with the built kubectl.
@@ -64,6 +64,35 @@ describe('a Kubernetes control plane on the local provider', { timeout: 600_000 
       const lease = leases.items.find((item) => item.metadata.name === name);
       assert.ok(lease, `lease ${name} exists`);
       assert.ok((lease.spec.holderIdentity ?? '') !== '', `lease ${name} has a holder`);
+    }
+  });
+
+  test('3 -> 5 -> 3 with a writer through the endpoint: no acknowledged object is lost', async (t) => {
+    await endpoint.run(['create', 'namespace', 'writer']);
+    const writer = new EndpointWriter(endpoint, 'writer');
+    const writing = writer.run();
+    try {
+      for (const replicas of ['5', '3']) {
+        const scaled = await env.run(['scale', 'k', '--replicas', replicas, '--timeout', '300s', '-o', 'json']);
+        assert.equal(scaled.code, 0, scaled.stderr);
+        const doc = statusOf(scaled.stdout);
+        assert.equal(doc.status.voters, Number(replicas));
+        assert.equal(doc.status.conditions.find((c) => c.type === 'ControlPlaneComponentsHealthy')?.status, 'True');
+      }
+    } finally {
+      writer.stop();
+      await writing;
+    }
+    const stored = new Set((await endpoint.json<Named>(['get', 'configmaps', '-n', 'writer'])).items.map((item) => item.metadata.name));
+    const lost = writer.acked.filter((name) => !stored.has(name));
+    t.diagnostic(`writes acknowledged ${String(writer.acked.length)}, failed ${String(writer.failures)}, longest failed-write window ${String(writer.longestOutageMs)} ms${writer.lastError === undefined ? '' : ` (last failure: ${writer.lastError})`}`);
+    assert.ok(writer.acked.length >= 20, `the writer kept writing (${String(writer.acked.length)} acknowledged)`);
+    assert.deepEqual(lost, [], 'every acknowledged object is stored');
+    // The machines that left were drained first: every departure left the endpoint before its member went.
+    const events = env.events('k');
+    for (const removal of events.filter((e) => e.action === 'RemoveMember' && e.outcome === 'Succeeded')) {
+      const stop = events.find((e) => e.action === 'StopComponents' && e.machine === removal.machine && e.outcome === 'Succeeded');
+      assert.ok(stop !== undefined && stop.at < removal.at, `${removal.machine ?? ''}: components stopped before its member was removed`);
     }
   });
 

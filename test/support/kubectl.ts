@@ -37,3 +37,44 @@ export async function kubectlFor(env: CliEnv, cluster: string, machine?: string)
   writeFileSync(file, printed.stdout, { mode: 0o600 });
   return new Kubectl(file);
 }
+
+/**
+ * Creates config maps through a kubectl, one after another, until stopped: which were acknowledged,
+ * how many failed, and the longest time from a failed write to the next acknowledged one.
+ */
+export class EndpointWriter {
+  readonly acked: string[] = [];
+  failures = 0;
+  longestOutageMs = 0;
+  /** What the last failed write said. */
+  lastError: string | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly kubectl: Kubectl,
+    private readonly namespace: string,
+  ) {}
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  async run(): Promise<void> {
+    let failingSince: number | undefined;
+    // Bounded: a run that never stops still ends.
+    for (let i = 0; i < 5000 && !this.stopped; i++) {
+      const name = `w-${String(i)}`;
+      try {
+        await this.kubectl.run(['create', 'configmap', name, '-n', this.namespace, `--from-literal=i=${String(i)}`], 10_000);
+        this.acked.push(name);
+        if (failingSince !== undefined) this.longestOutageMs = Math.max(this.longestOutageMs, Date.now() - failingSince);
+        failingSince = undefined;
+      } catch (error) {
+        this.failures++;
+        this.lastError = error instanceof Error ? error.message : String(error);
+        failingSince ??= Date.now();
+      }
+    }
+    if (failingSince !== undefined) this.longestOutageMs = Math.max(this.longestOutageMs, Date.now() - failingSince);
+  }
+}
