@@ -55,6 +55,10 @@ export interface MachineRecord {
   deleteRequested?: { reason: string; at: number };
   /** When its member was first seen unhealthy in the current streak. */
   unhealthySince?: number;
+  /** A Kubernetes machine: set once its kube-apiserver has answered ready; unhealthiness counts only after. */
+  apiserverReadyAt?: number;
+  /** When its kube-apiserver, ready before, was first seen not ready in the current streak. */
+  apiserverUnhealthySince?: number;
   /**
    * Last time a learner showed progress (its applied index moved, or its data dir grew while a snapshot
    * arrives), with what it showed: a stuck learner is told from a slow one by this.

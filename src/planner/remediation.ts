@@ -35,11 +35,31 @@ function failureOf(step: Step, machine: ObservedMachine): { reason: string; mess
     return undefined;
   }
   if (member.isLearner) return learnerFailure(step, machine);
+  const apiserver = apiserverFailure(step, machine);
+  if (apiserver) return apiserver;
   const since = record.unhealthySince;
   if (since !== undefined && view.now - since >= view.spec.remediation.unhealthyAfterMs && !view.isHealthyVoter(member) && hasQuorum(view)) {
     return { reason: 'MemberUnhealthy', message: `member unhealthy since ${String(view.now - since)} ms (unhealthyAfter ${String(view.spec.remediation.unhealthyAfterMs)} ms)` };
   }
   return undefined;
+}
+
+/**
+ * A Kubernetes machine whose apiserver, ready once, has not been for unhealthyAfter: replaced (as a
+ * MachineHealthCheck on its pod would have it), but only while another machine's apiserver serves, so
+ * the control plane never takes its last API away itself.
+ */
+function apiserverFailure(step: Step, machine: ObservedMachine): { reason: string; message: string } | undefined {
+  const { view } = step;
+  const since = machine.record.apiserverUnhealthySince;
+  if (view.spec.kubernetes === undefined || since === undefined || view.now - since < view.spec.remediation.unhealthyAfterMs) return undefined;
+  if (machine.infra?.components?.['kube-apiserver']?.healthy === true) return undefined;
+  const serving = view.active.some((other) => nameOf(other) !== nameOf(machine) && other.infra?.components?.['kube-apiserver']?.healthy === true);
+  if (!serving) {
+    step.waits.push({ code: 'NoOtherAPIServer', message: `not replacing ${nameOf(machine)} (kube-apiserver not ready for ${String(view.now - since)} ms): no other apiserver serves`, machine: nameOf(machine) });
+    return undefined;
+  }
+  return { reason: 'APIServerUnhealthy', message: `kube-apiserver not ready since ${String(view.now - since)} ms (unhealthyAfter ${String(view.spec.remediation.unhealthyAfterMs)} ms)` };
 }
 
 function learnerFailure(step: Step, machine: ObservedMachine): { reason: string; message: string } | undefined {

@@ -60,6 +60,13 @@ export function observationWrites(
       } else if (view.membersKnown) {
         set('unhealthySince', undefined);
       }
+      const apiserver = machine.infra?.components?.['kube-apiserver'];
+      if (apiserver?.healthy === true) {
+        set('apiserverReadyAt', before.apiserverReadyAt ?? now);
+        set('apiserverUnhealthySince', undefined);
+      } else if (apiserver !== undefined && before.apiserverReadyAt !== undefined) {
+        set('apiserverUnhealthySince', before.apiserverUnhealthySince ?? now);
+      }
       if (Object.keys(patch).length > 0 || unset.length > 0) {
         writes.push({ kind: 'PatchMachine', name: before.name, set: patch, unset });
         changed.push(next);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
+import { EndpointReader, EndpointWriter, kubectlFor, recordedPid, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
 
 // A Kubernetes control plane brought up by fastplane: real etcd, kube-apiserver, controller-manager,
 // scheduler and HAProxy, driven with the built kubectl.
@@ -94,6 +94,50 @@ describe('a Kubernetes control plane on the local provider', { timeout: 600_000 
       const stop = events.find((e) => e.action === 'StopComponents' && e.machine === removal.machine && e.outcome === 'Succeeded');
       assert.ok(stop !== undefined && stop.at < removal.at, `${removal.machine ?? ''}: components stopped before its member was removed`);
     }
+  });
+
+  test('a hung apiserver: the endpoint stops routing to it within seconds, and its machine is replaced', async (t) => {
+    const before = statusOf((await env.run(['status', 'k', '-o', 'json'])).stdout).status.machines.map((m) => m.name);
+    const hung = before[1] ?? '';
+    process.kill(recordedPid(env, 'k', hung, 'kube-apiserver'), 'SIGSTOP');
+    const frozenAt = Date.now();
+    const reader = new EndpointReader(endpoint);
+    const reading = reader.run();
+    try {
+      const repaired = await env.run(['up', '--name', 'k', '--timeout', '300s', '-o', 'json']);
+      assert.equal(repaired.code, 0, repaired.stderr);
+      const after = statusOf(repaired.stdout).status.machines.map((m) => m.name);
+      assert.ok(!after.includes(hung), `${hung} was replaced: ${after.join(', ')}`);
+      assert.equal(after.length, 3);
+    } finally {
+      reader.stop();
+      await reading;
+    }
+    const failed = env.events('k').find((e) => e.action === 'MarkMachineFailed' && e.machine === hung);
+    assert.equal(failed?.reason, 'APIServerUnhealthy');
+    // HAProxy marks it down after two failed checks a second apart; a read sent to it before then hangs
+    // until kubectl's timeout. None fails after that.
+    const late = reader.failures.filter((at) => at - frozenAt > 10_000);
+    t.diagnostic(`reads ${String(reader.ok)} ok, ${String(reader.failures.length)} failed, last failure ${reader.failures.length === 0 ? 'none' : `${String(Math.max(...reader.failures) - frozenAt)} ms after the freeze`}`);
+    assert.deepEqual(late, [], 'no read through the endpoint failed once it had seen the apiserver hang');
+    assert.ok(reader.ok >= 10, 'the reader kept reading');
+  });
+
+  test('the etcd leader killed: every apiserver serves again once its member is back', async (t) => {
+    const doc = statusOf((await env.run(['status', 'k', '-o', 'json'])).stdout);
+    const leader = doc.status.leader ?? '';
+    process.kill(recordedPid(env, 'k', leader, 'machine'), 'SIGKILL');
+    const killedAt = Date.now();
+    const repaired = await env.run(['up', '--name', 'k', '--timeout', '300s', '-o', 'json']);
+    assert.equal(repaired.code, 0, repaired.stderr);
+    const machines = statusOf(repaired.stdout).status.machines.map((m) => m.name);
+    for (const machine of machines) {
+      const direct = await kubectlFor(env, 'k', machine);
+      assert.equal((await direct.run(['get', '--raw', '/readyz'])).trim(), 'ok', `${machine}'s apiserver is ready`);
+      const names = (await direct.json<Named>(['get', 'configmaps', '-n', 'tour'])).items.map((item) => item.metadata.name);
+      assert.ok(names.includes('via-endpoint-0'), `${machine} reads what was written before`);
+    }
+    t.diagnostic(`every apiserver ready ${String(Date.now() - killedAt)} ms after the leader's etcd was killed`);
   });
 
   test('a minor skip or a downgrade of Kubernetes exits 2 and changes nothing', async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { findKubernetesProgram } from '../../src/adapters/kubernetes/kubernetes-binaries.ts';
@@ -20,7 +20,7 @@ export class Kubectl {
       return stdout;
     } catch (error) {
       const stderr = (error as { stderr?: string }).stderr ?? '';
-      throw new Error(`kubectl ${args.join(' ')} failed: ${stderr.trim() || String(error)}`);
+      throw new Error(`kubectl ${args.join(' ')} failed: ${stderr.trim() || String(error)}`, { cause: error });
     }
   }
 
@@ -77,4 +77,37 @@ export class EndpointWriter {
     }
     if (failingSince !== undefined) this.longestOutageMs = Math.max(this.longestOutageMs, Date.now() - failingSince);
   }
+}
+
+/** Reads `/readyz` through a kubectl again and again until stopped: how many answered, and when each failure came. */
+export class EndpointReader {
+  ok = 0;
+  readonly failures: number[] = [];
+  private stopped = false;
+
+  constructor(private readonly kubectl: Kubectl) {}
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  async run(): Promise<void> {
+    for (let i = 0; i < 5000 && !this.stopped; i++) {
+      try {
+        await this.kubectl.run(['get', '--raw', '/readyz'], 5_000);
+        this.ok++;
+      } catch {
+        this.failures.push(Date.now());
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+}
+
+/** The PID the local provider recorded for a machine's etcd (`machine`) or one of its Kubernetes components. */
+export function recordedPid(env: CliEnv, cluster: string, machine: string, what: 'machine' | 'kube-apiserver'): number {
+  const file = join(env.stateDir, 'clusters', cluster, 'machines', machine, `${what}.json`);
+  const pid = (JSON.parse(readFileSync(file, 'utf8')) as { pid?: number }).pid;
+  if (pid === undefined) throw new Error(`${file} records no PID`);
+  return pid;
 }

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { KubernetesComponent } from '../../src/ports/machine-provider.ts';
 import type { Decision, Observed, ObservedComponent, ObservedMachine } from '../../src/planner/types.ts';
 import { decide, waitOf } from '../support/decision.ts';
-import { healthyObserved, learner, machine, observed, spec, voter } from '../support/observed.ts';
+import { healthyObserved, learner, machine, NOW, observed, spec, voter } from '../support/observed.ts';
 
 // A Kubernetes machine joins as kubeadm stacks it: voter, apiserver, endpoint, then controller-manager
 // and scheduler; it leaves out of the endpoint and with its components stopped before its member goes.
@@ -117,5 +117,32 @@ describe('a Kubernetes machine leaves drained', () => {
     assert.deepEqual(componentActions(drained), []);
     assert.equal(drained.membershipAction?.kind, 'RemoveMember');
     assert.equal(drained.membershipAction.machine, 't-3');
+  });
+});
+
+describe('a Kubernetes machine whose apiserver stops being ready', () => {
+  const ready = { 't-1': all(READY), 't-2': all(READY), 't-3': all(READY) };
+  const unhealthyFor = (o: Observed, name: string, ms: number): Observed => ({
+    ...o,
+    machines: o.machines.map((m) => (m.record.name === name ? { ...m, record: { ...m.record, apiserverReadyAt: NOW - 600_000, apiserverUnhealthySince: NOW - ms } } : m)),
+  });
+
+  test('is replaced once unhealthy for unhealthyAfter, while another apiserver serves', () => {
+    const o = unhealthyFor(cluster({ ...ready, 't-2': { ...all(READY), 'kube-apiserver': STARTING } }, ['t-1', 't-3']), 't-2', 10_000);
+    const marks = decide(o, k8s).machineActions.filter((a) => a.kind === 'MarkMachineFailed');
+    assert.deepEqual(marks.map((a) => [a.machine, a.reason]), [['t-2', 'APIServerUnhealthy']]);
+  });
+
+  test('is given unhealthyAfter first', () => {
+    const o = unhealthyFor(cluster({ ...ready, 't-2': { ...all(READY), 'kube-apiserver': STARTING } }, ['t-1', 't-3']), 't-2', 9_000);
+    assert.equal(decide(o, k8s).machineActions.some((a) => a.kind === 'MarkMachineFailed'), false);
+  });
+
+  test('is kept while no other apiserver serves: the control plane never takes its last API away itself', () => {
+    let o = cluster({ 't-1': { ...all(READY), 'kube-apiserver': STARTING }, 't-2': { ...all(READY), 'kube-apiserver': STARTING }, 't-3': { ...all(READY), 'kube-apiserver': STARTING } }, []);
+    for (const name of ['t-1', 't-2', 't-3']) o = unhealthyFor(o, name, 60_000);
+    const d = decide(o, k8s);
+    assert.equal(d.machineActions.some((a) => a.kind === 'MarkMachineFailed'), false);
+    assert.match(waitOf(d, 'NoOtherAPIServer').message, /no other apiserver serves/);
   });
 });
