@@ -1,0 +1,195 @@
+import { execFile } from 'node:child_process';
+import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import type { ControlPlaneEndpoint, EndpointBackend } from '../../ports/machine-provider.ts';
+import { isOurProcess, pidsUsing, signal, spawnDetached, stopProcess } from '../host/processes.ts';
+import { withLock, writeFileAtomic } from '../state-files.ts';
+import { askMaster, parseShowProc, parseShowStat, serverStatesToKeep, type MasterState } from './haproxy-cli.ts';
+import { BACKEND, renderHaproxyConfig } from './haproxy-config.ts';
+
+const run = promisify(execFile);
+
+export interface HaproxyEndpointOptions {
+  /** The endpoint's own folder: its configuration, PID file, master socket, server states and log. */
+  dir: string;
+  /** host:port the endpoint binds. */
+  address: string;
+  /** Default Debian's /usr/sbin/haproxy. */
+  binary?: string;
+  /** How long stop() waits after SIGTERM before SIGKILL. */
+  stopGraceMs?: number;
+}
+
+/** How long a start or a reload may take before route() gives up on it. */
+const READY_MS = 15_000;
+const POLL_MS = 50;
+
+/** HAProxy is not installed where the endpoint looks for it. */
+export class HaproxyMissingError extends Error {
+  override readonly name = 'HaproxyMissingError';
+  constructor(readonly binary: string) {
+    super(`${binary} not found: the control-plane endpoint runs HAProxy; install it with \`bash scripts/install-test-tools.sh\` or \`apt-get install haproxy\``);
+  }
+}
+
+/**
+ * The control-plane endpoint as one HAProxy in master-worker mode (`-W`), on this host. Every change
+ * is a new configuration, checked (`haproxy -c`) before it is put in place, then loaded by starting
+ * HAProxy or by a reload (SIGUSR2 to the master: a new worker takes the new connections, the old one
+ * keeps its established ones until they end). Writers are serialized by a lock file, so two processes
+ * may route at once. The `-C <dir>` argument names the folder on HAProxy's command line, which is how
+ * its processes are found again by PID.
+ */
+export class HaproxyEndpoint implements ControlPlaneEndpoint {
+  readonly address: string;
+  private readonly dir: string;
+  private readonly binary: string;
+  private readonly stopGraceMs: number;
+
+  constructor(options: HaproxyEndpointOptions) {
+    this.dir = options.dir;
+    this.address = options.address;
+    this.binary = options.binary ?? '/usr/sbin/haproxy';
+    this.stopGraceMs = options.stopGraceMs ?? 5000;
+  }
+
+  private path(name: string): string {
+    return join(this.dir, name);
+  }
+
+  async route(backends: readonly EndpointBackend[]): Promise<void> {
+    const config = renderHaproxyConfig({ bind: this.address, backends, serverStateFile: this.path('server-state') });
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await withLock(this.path('endpoint.lock'), async () => {
+      const master = await this.runningMaster();
+      const previous = await readFile(this.path('haproxy.cfg'), 'utf8').catch(() => undefined);
+      if (master !== undefined && previous === config) return this.serving(master, backends, READY_MS);
+      const candidate = await this.checked(config);
+      if (master === undefined) await this.start(candidate, previous, backends);
+      else await this.reload(master, candidate, previous, backends);
+    });
+  }
+
+  async routes(): Promise<{ machine: string; up: boolean }[] | undefined> {
+    if ((await this.runningMaster()) === undefined) return undefined;
+    return parseShowStat(await this.ask(`@1 show stat ${BACKEND} 4 -1`), BACKEND);
+  }
+
+  async stop(): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    await withLock(this.path('endpoint.lock'), async () => {
+      const master = await this.runningMaster();
+      // The master stops its workers; any left (the master killed) are stopped one by one.
+      if (master !== undefined) await stopProcess(master, this.dir, this.stopGraceMs);
+      for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
+      await rm(this.path('haproxy.pid'), { force: true });
+    });
+  }
+
+  /** The master's PID while it runs (its PID file names it, and its command line this folder). */
+  private async runningMaster(): Promise<number | undefined> {
+    const pid = Number((await readFile(this.path('haproxy.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+    return isOurProcess(pid, this.dir) ? pid : undefined;
+  }
+
+  /** Writes the configuration beside the one in use and has HAProxy check it; rejects with HAProxy's reasons. */
+  private async checked(config: string): Promise<string> {
+    const candidate = this.path('haproxy.cfg.next');
+    await writeFileAtomic(candidate, config, 0o600);
+    try {
+      await run(this.binary, ['-c', '-f', candidate]);
+    } catch (error) {
+      await rm(candidate, { force: true });
+      const { code, stderr, stdout } = error as NodeJS.ErrnoException & { stderr?: string; stdout?: string };
+      if (code === 'ENOENT' || code === 'EACCES') throw new HaproxyMissingError(this.binary);
+      throw new Error(`HAProxy refused the endpoint configuration for ${this.address}: ${alerts(`${stdout ?? ''}${stderr ?? ''}`)}`, { cause: error });
+    }
+    return candidate;
+  }
+
+  private async start(candidate: string, previous: string | undefined, backends: readonly EndpointBackend[]): Promise<void> {
+    const configFile = this.path('haproxy.cfg');
+    const logFile = this.path('haproxy.log');
+    const logStart = await sizeOf(logFile);
+    await rename(candidate, configFile);
+    // Foreground master (no -D): the PID spawned is the master's, whose SIGUSR2 reloads and SIGTERM stops.
+    const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.path('master.sock')},mode,600`];
+    const master = await spawnDetached(this.binary, args, logFile);
+    try {
+      await this.serving(master, backends, READY_MS);
+    } catch (error) {
+      await stopProcess(master, this.dir, this.stopGraceMs);
+      await this.restore(configFile, previous);
+      throw new Error(`HAProxy did not start for ${this.address}: ${alerts(await logSince(logFile, logStart)) || (error as Error).message}`, { cause: error });
+    }
+  }
+
+  private async reload(master: number, candidate: string, previous: string | undefined, backends: readonly EndpointBackend[]): Promise<void> {
+    const configFile = this.path('haproxy.cfg');
+    const logFile = this.path('haproxy.log');
+    const before = await this.masterState(master);
+    // Saved for the new worker, so a server already found down is not routed to again while it is rechecked.
+    await writeFileAtomic(this.path('server-state'), serverStatesToKeep(await this.ask(`@1 show servers state ${BACKEND}`), backends), 0o600);
+    const logStart = await sizeOf(logFile);
+    await rename(candidate, configFile);
+    signal(master, 'SIGUSR2');
+    const deadline = Date.now() + READY_MS;
+    let after: MasterState | undefined;
+    while (after === undefined || after.reloads <= before.reloads) {
+      if (Date.now() > deadline) throw new Error(`HAProxy for ${this.address} did not reload within ${String(READY_MS)} ms`);
+      await sleep(POLL_MS);
+      after = await this.masterState(master).catch(() => undefined);
+    }
+    if (after.failed > before.failed) {
+      // The master keeps the previous workers on a failed reload: put their configuration back in place.
+      await this.restore(configFile, previous);
+      throw new Error(`HAProxy could not load the new configuration for ${this.address} and keeps the previous one: ${alerts(await logSince(logFile, logStart))}`);
+    }
+    await this.serving(master, backends, READY_MS);
+  }
+
+  /** Resolves once the current worker answers with exactly these servers; rejects if the master exits. */
+  private async serving(master: number, backends: readonly EndpointBackend[], timeoutMs: number): Promise<void> {
+    const wanted = backends.map(({ machine }) => machine).join(' ');
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (!isOurProcess(master, this.dir)) throw new Error(`HAProxy (PID ${String(master)}) exited`);
+      const servers = await this.ask(`@1 show stat ${BACKEND} 4 -1`).then((answer) => parseShowStat(answer, BACKEND).map(({ machine }) => machine).join(' '), () => undefined);
+      if (servers === wanted) return;
+      if (Date.now() > deadline) throw new Error(`HAProxy for ${this.address} serves [${servers ?? 'no answer'}], not [${wanted}], after ${String(timeoutMs)} ms`);
+      await sleep(POLL_MS);
+    }
+  }
+
+  private async masterState(master: number): Promise<MasterState> {
+    if (!isOurProcess(master, this.dir)) throw new Error(`HAProxy (PID ${String(master)}) exited`);
+    const state = parseShowProc(await this.ask('show proc'));
+    if (state === undefined) throw new Error('HAProxy master CLI did not show its master');
+    return state;
+  }
+
+  private ask(command: string): Promise<string> {
+    return askMaster(this.path('master.sock'), command);
+  }
+
+  private async restore(configFile: string, previous: string | undefined): Promise<void> {
+    if (previous === undefined) await rm(configFile, { force: true });
+    else await writeFileAtomic(configFile, previous, 0o600);
+  }
+}
+
+/** HAProxy's [ALERT] lines (its reasons for refusing), or its whole output when it has none. */
+function alerts(output: string): string {
+  const lines = output.split('\n').filter((line) => line.includes('[ALERT]'));
+  return (lines.length > 0 ? lines.join('; ') : output).trim();
+}
+
+async function sizeOf(file: string): Promise<number> {
+  return (await stat(file).catch(() => undefined))?.size ?? 0;
+}
+
+async function logSince(file: string, offset: number): Promise<string> {
+  return (await readFile(file, 'utf8').catch(() => '')).slice(offset);
+}
