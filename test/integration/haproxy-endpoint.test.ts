@@ -44,7 +44,7 @@ before(async () => {
       } else {
         res.writeHead(200);
         const timer = setInterval(() => res.write('tick\n'), 100);
-        res.on('close', () => clearInterval(timer));
+        res.on('close', () => { clearInterval(timer); });
       }
     });
     await new Promise<void>((resolve) => backend.server.listen(PORT, host, resolve));
@@ -70,7 +70,7 @@ function get(path: string, timeoutMs = 2000): Promise<string> {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve(body));
+      res.on('end', () => { resolve(body); });
       res.on('error', reject);
     });
     call.on('timeout', () => call.destroy(new Error(`no answer within ${String(timeoutMs)} ms`)));
