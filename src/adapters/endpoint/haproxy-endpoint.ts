@@ -54,6 +54,8 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     this.address = options.address;
     this.binary = options.binary ?? '/usr/sbin/haproxy';
     this.stopGraceMs = options.stopGraceMs ?? 5000;
+    // A unix socket's path holds at most 107 bytes (sun_path); a longer one would fail only at start.
+    if (Buffer.byteLength(this.path('master.sock')) > 107) throw new Error(`endpoint folder ${this.dir} is too long for HAProxy's master socket (a unix socket path holds at most 107 bytes)`);
   }
 
   private path(name: string): string {
@@ -74,8 +76,17 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   }
 
   async routes(): Promise<{ machine: string; up: boolean }[] | undefined> {
-    if ((await this.runningMaster()) === undefined) return undefined;
-    return parseShowStat(await this.ask(`@1 show stat ${BACKEND} 4 -1`), BACKEND);
+    const deadline = Date.now() + 2000;
+    for (;;) {
+      if ((await this.runningMaster()) === undefined) return undefined;
+      try {
+        return parseShowStat(await this.ask(`@1 show stat ${BACKEND} 4 -1`), BACKEND);
+      } catch (error) {
+        // The master CLI closes while a reload (another process's route()) re-executes the master.
+        if (Date.now() > deadline) throw error;
+        await sleep(POLL_MS);
+      }
+    }
   }
 
   async stop(): Promise<void> {
@@ -125,6 +136,8 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     const configFile = this.path('haproxy.cfg');
     const logFile = this.path('haproxy.log');
     const logStart = await sizeOf(logFile);
+    // A worker whose master was killed may still hold the address, with an older configuration.
+    for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
     await rename(candidate, configFile);
     // Foreground master (no -D): the PID spawned is the master's, whose SIGUSR2 reloads and SIGTERM stops.
     const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.path('master.sock')},mode,600`];
