@@ -103,8 +103,15 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
 
   /** The master's PID while it runs (its PID file names it, and its command line this folder). */
   private async runningMaster(): Promise<number | undefined> {
-    const pid = Number((await readFile(this.path('haproxy.pid'), 'utf8').catch(() => '')).split('\n')[0]);
-    return (await this.ours(pid)) ? pid : undefined;
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const text = await readFile(this.path('haproxy.pid'), 'utf8').catch(() => undefined);
+      if (text === undefined) return undefined;
+      const pid = Number(text.split('\n')[0]);
+      // The master writes the file anew when it re-executes for a reload: empty for a moment.
+      if (pid > 0) return (await this.ours(pid)) ? pid : undefined;
+      await sleep(20);
+    }
+    return undefined;
   }
 
   /** Whether pid is HAProxy of this folder. Its command line reads empty for a moment while it forks, so a live process is asked again. */
@@ -138,6 +145,8 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     const logStart = await sizeOf(logFile);
     // A worker whose master was killed may still hold the address, with an older configuration.
     for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
+    // Server states saved for a reload are for that process only, not for one started later.
+    await rm(this.path('server-state'), { force: true });
     await rename(candidate, configFile);
     // Foreground master (no -D): the PID spawned is the master's, whose SIGUSR2 reloads and SIGTERM stops.
     const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.path('master.sock')},mode,600`];
