@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { HaproxyEndpoint, HaproxyMissingError } from '../../src/adapters/endpoint/haproxy-endpoint.ts';
 import { pidsUsing } from '../../src/adapters/host/processes.ts';
-import { isProcessAlive } from '../../src/adapters/host/process-status.ts';
+import { isProcessAlive, statFields } from '../../src/adapters/host/process-status.ts';
 import { issueMemberCertificates } from '../../src/adapters/pki/local-pki.ts';
 import type { EndpointBackend } from '../../src/ports/machine-provider.ts';
 
@@ -44,7 +44,7 @@ before(async () => {
       } else {
         res.writeHead(200);
         const timer = setInterval(() => res.write('tick\n'), 100);
-        res.on('close', () => clearInterval(timer));
+        res.on('close', () => { clearInterval(timer); });
       }
     });
     await new Promise<void>((resolve) => backend.server.listen(PORT, host, resolve));
@@ -70,7 +70,7 @@ function get(path: string, timeoutMs = 2000): Promise<string> {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
-      res.on('end', () => resolve(body));
+      res.on('end', () => { resolve(body); });
       res.on('error', reject);
     });
     call.on('timeout', () => call.destroy(new Error(`no answer within ${String(timeoutMs)} ms`)));
@@ -192,6 +192,28 @@ test('a bad bind address is refused, leaving the running configuration and proce
   assert.deepEqual(await endpoint.routes(), routes);
   assert.deepEqual(new Set(await names(6)), new Set(['m1', 'm2']));
   await endpoint.route(pick('m1', 'm2')); // the file still matches: nothing to do
+});
+
+test('two route() calls at once, from two endpoint objects, are serialized: both resolve and the last one written is served', async () => {
+  const other = new HaproxyEndpoint({ dir: join(dir, 'endpoint'), address: ADDRESS });
+  await Promise.all([endpoint.route(pick('m1')), other.route(pick('m1', 'm3'))]);
+  const served = (await endpoint.routes())?.map(({ machine }) => machine);
+  const inFile = readFileSync(join(dir, 'endpoint', 'haproxy.cfg'), 'utf8').split('\n').filter((line) => line.trim().startsWith('server ')).map((line) => line.trim().split(' ')[1]);
+  assert.ok(JSON.stringify(served) === '["m1"]' || JSON.stringify(served) === '["m1","m3"]', `one of the two: ${JSON.stringify(served)}`);
+  assert.deepEqual(served, inFile, 'the file in place is the one served');
+});
+
+test('after its master is killed, the next route() starts HAProxy afresh, with no worker of the old one left', async () => {
+  const master = await masterPid();
+  const workers = pidsUsing(join(dir, 'endpoint')).filter((pid) => pid !== master);
+  process.kill(master, 'SIGKILL');
+  await within(5000, 'the master gone', () => Promise.resolve(!isProcessAlive(master)));
+  assert.equal(await endpoint.routes(), undefined, 'not running without its master');
+  await endpoint.route(pick('m1', 'm2'));
+  assert.notEqual(await masterPid(), master);
+  // A stopped worker whose master is gone may linger as a zombie until its new parent reaps it.
+  for (const pid of workers) assert.ok(!isProcessAlive(pid) || statFields(`/proc/${String(pid)}/stat`)?.[0] === 'Z', `old worker ${String(pid)} stopped (${statFields(`/proc/${String(pid)}/stat`)?.[0] ?? 'gone'})`);
+  assert.deepEqual(new Set(await names(6)), new Set(['m1', 'm2']));
 });
 
 test('routed to none: the address stays bound and a connection is closed at once, not left hanging', async (t) => {

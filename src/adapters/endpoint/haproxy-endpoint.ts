@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import type { ControlPlaneEndpoint, EndpointBackend } from '../../ports/machine-provider.ts';
+import { isProcessAlive, statFields } from '../host/process-status.ts';
 import { isOurProcess, pidsUsing, signal, spawnDetached, stopProcess } from '../host/processes.ts';
 import { withLock, writeFileAtomic } from '../state-files.ts';
 import { askMaster, parseShowProc, parseShowStat, serverStatesToKeep, type MasterState } from './haproxy-cli.ts';
@@ -53,6 +54,8 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     this.address = options.address;
     this.binary = options.binary ?? '/usr/sbin/haproxy';
     this.stopGraceMs = options.stopGraceMs ?? 5000;
+    // A unix socket's path holds at most 107 bytes (sun_path); a longer one would fail only at start.
+    if (Buffer.byteLength(this.path('master.sock')) > 107) throw new Error(`endpoint folder ${this.dir} is too long for HAProxy's master socket (a unix socket path holds at most 107 bytes)`);
   }
 
   private path(name: string): string {
@@ -73,8 +76,17 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   }
 
   async routes(): Promise<{ machine: string; up: boolean }[] | undefined> {
-    if ((await this.runningMaster()) === undefined) return undefined;
-    return parseShowStat(await this.ask(`@1 show stat ${BACKEND} 4 -1`), BACKEND);
+    const deadline = Date.now() + 2000;
+    for (;;) {
+      if ((await this.runningMaster()) === undefined) return undefined;
+      try {
+        return parseShowStat(await this.ask(`@1 show stat ${BACKEND} 4 -1`), BACKEND);
+      } catch (error) {
+        // The master CLI closes while a reload (another process's route()) re-executes the master.
+        if (Date.now() > deadline) throw error;
+        await sleep(POLL_MS);
+      }
+    }
   }
 
   async stop(): Promise<void> {
@@ -84,14 +96,32 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
       // The master stops its workers; any left (the master killed) are stopped one by one.
       if (master !== undefined) await stopProcess(master, this.dir, this.stopGraceMs);
       for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
+      if (master !== undefined) await this.gone(master);
       await rm(this.path('haproxy.pid'), { force: true });
     });
   }
 
   /** The master's PID while it runs (its PID file names it, and its command line this folder). */
   private async runningMaster(): Promise<number | undefined> {
-    const pid = Number((await readFile(this.path('haproxy.pid'), 'utf8').catch(() => '')).split('\n')[0]);
-    return isOurProcess(pid, this.dir) ? pid : undefined;
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const text = await readFile(this.path('haproxy.pid'), 'utf8').catch(() => undefined);
+      if (text === undefined) return undefined;
+      const pid = Number(text.split('\n')[0]);
+      // The master writes the file anew when it re-executes for a reload: empty for a moment.
+      if (pid > 0) return (await this.ours(pid)) ? pid : undefined;
+      await sleep(20);
+    }
+    return undefined;
+  }
+
+  /** Whether pid is HAProxy of this folder. Its command line reads empty for a moment while it forks, so a live process is asked again. */
+  private async ours(pid: number): Promise<boolean> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      if (isOurProcess(pid, this.dir)) return true;
+      if (!isProcessAlive(pid)) return false;
+      await sleep(10);
+    }
+    return false;
   }
 
   /** Writes the configuration beside the one in use and has HAProxy check it; rejects with HAProxy's reasons. */
@@ -113,6 +143,10 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     const configFile = this.path('haproxy.cfg');
     const logFile = this.path('haproxy.log');
     const logStart = await sizeOf(logFile);
+    // A worker whose master was killed may still hold the address, with an older configuration.
+    for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
+    // Server states saved for a reload are for that process only, not for one started later.
+    await rm(this.path('server-state'), { force: true });
     await rename(candidate, configFile);
     // Foreground master (no -D): the PID spawned is the master's, whose SIGUSR2 reloads and SIGTERM stops.
     const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.path('master.sock')},mode,600`];
@@ -122,7 +156,7 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     } catch (error) {
       await stopProcess(master, this.dir, this.stopGraceMs);
       await this.restore(configFile, previous);
-      throw new Error(`HAProxy did not start for ${this.address}: ${alerts(await logSince(logFile, logStart)) || (error as Error).message}`, { cause: error });
+      throw new Error(`HAProxy did not start for ${this.address}: ${(error as Error).message}: ${alerts(await logSince(logFile, logStart))}`, { cause: error });
     }
   }
 
@@ -155,7 +189,8 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     const wanted = backends.map(({ machine }) => machine).join(' ');
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      if (!isOurProcess(master, this.dir)) throw new Error(`HAProxy (PID ${String(master)}) exited`);
+      // Alive rather than ours: a process just started may not show its command line yet.
+      if (!isProcessAlive(master)) throw new Error(`HAProxy (PID ${String(master)}) exited`);
       const servers = await this.ask(`@1 show stat ${BACKEND} 4 -1`).then((answer) => parseShowStat(answer, BACKEND).map(({ machine }) => machine).join(' '), () => undefined);
       if (servers === wanted) return;
       if (Date.now() > deadline) throw new Error(`HAProxy for ${this.address} serves [${servers ?? 'no answer'}], not [${wanted}], after ${String(timeoutMs)} ms`);
@@ -164,10 +199,21 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   }
 
   private async masterState(master: number): Promise<MasterState> {
-    if (!isOurProcess(master, this.dir)) throw new Error(`HAProxy (PID ${String(master)}) exited`);
+    if (!(await this.ours(master))) throw new Error(`HAProxy (PID ${String(master)}) exited`);
     const state = parseShowProc(await this.ask('show proc'));
     if (state === undefined) throw new Error('HAProxy master CLI did not show its master');
     return state;
+  }
+
+  /** Resolves once pid is gone; stopProcess may have seen it go early, by a command line read empty while it forked. */
+  private async gone(pid: number): Promise<void> {
+    const deadline = Date.now() + this.stopGraceMs;
+    // A zombie has released its sockets: only its parent's wait is missing.
+    while (isProcessAlive(pid) && statFields(`/proc/${String(pid)}/stat`)?.[0] !== 'Z') {
+      if (Date.now() > deadline) signal(pid, 'SIGKILL');
+      if (Date.now() > deadline + 5000) throw new Error(`HAProxy (PID ${String(pid)}) survived SIGKILL`);
+      await sleep(POLL_MS);
+    }
   }
 
   private ask(command: string): Promise<string> {
