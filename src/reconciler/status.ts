@@ -88,13 +88,14 @@ const COMPONENT_CONDITIONS: readonly [KubernetesComponent, string][] = [
 function machineConditions(machine: ObservedMachine | undefined, memberHealthy: boolean): MachineCondition[] {
   const running = machine?.infra?.memberRunning === true;
   const conditions: MachineCondition[] = [
-    { type: 'EtcdPodHealthy', status: running ? 'True' : 'False', reason: running ? 'Running' : 'NotRunning', message: '' },
+    { type: 'EtcdPodHealthy', status: running ? 'True' : 'False', reason: running ? 'Running' : 'DoesNotExist', message: '' },
     { type: 'EtcdMemberHealthy', status: memberHealthy ? 'True' : 'False', reason: memberHealthy ? 'Healthy' : 'NotHealthy', message: '' },
   ];
   for (const [component, type] of COMPONENT_CONDITIONS) {
     const seen = machine?.infra?.components?.[component];
     const ok = seen?.healthy === true;
-    conditions.push({ type, status: ok ? 'True' : 'False', reason: ok ? 'Healthy' : seen?.running === true ? 'NotHealthy' : 'NotRunning', message: ok ? '' : (seen?.reason ?? 'not observed') });
+    // KCP's pod reasons: Running once ready; Provisioning while it runs but is not ready yet; DoesNotExist.
+    conditions.push({ type, status: ok ? 'True' : 'False', reason: ok ? 'Running' : seen?.running === true ? 'Provisioning' : 'DoesNotExist', message: ok ? '' : (seen?.reason ?? 'not observed') });
   }
   return conditions;
 }
