@@ -18,10 +18,13 @@ export function tableOrJson(text: string): 'table' | 'json' {
 
 function table(doc: ControlPlaneStatusDocument): string {
   const s = doc.status;
-  const head = `${doc.name}: ${s.phase}  voters ${String(s.voters)}/${String(s.replicas)}  learners ${String(s.learners)}  leader ${s.leader ?? '-'}  version ${doc.spec.version}`;
+  const kubernetes = s.kubernetes === undefined ? '' : `  kubernetes ${s.kubernetes.version}  endpoint ${s.kubernetes.endpoint === null ? '-' : `https://${s.kubernetes.endpoint}`}`;
+  const head = `${doc.name}: ${s.phase}  voters ${String(s.voters)}/${String(s.replicas)}  learners ${String(s.learners)}  leader ${s.leader ?? '-'}  version ${doc.spec.version}${kubernetes}`;
+  // A Kubernetes machine's conditions that are not True, by name (KCP's), or `ready`.
+  const components = (m: (typeof s.machines)[number]): string[] => (s.kubernetes === undefined ? [] : [m.conditions?.filter((c) => c.status !== 'True').map((c) => `${c.type}=${c.reason}`).join(',') || 'ready']);
   const machines = renderTable([
-    ['MACHINE', 'PHASE', 'ROLE', 'MEMBER ID', 'CLIENT URL', 'VERSION', 'DOMAIN'],
-    ...s.machines.map((m) => [m.name, m.phase, m.role ?? '-', m.memberId ?? '-', m.clientURL ?? '-', m.version, m.failureDomain ?? '-']),
+    ['MACHINE', 'PHASE', 'ROLE', 'MEMBER ID', 'CLIENT URL', 'VERSION', 'DOMAIN', ...(s.kubernetes === undefined ? [] : ['COMPONENTS'])],
+    ...s.machines.map((m) => [m.name, m.phase, m.role ?? '-', m.memberId ?? '-', m.clientURL ?? '-', m.version, m.failureDomain ?? '-', ...components(m)]),
   ]);
   const conditions = renderTable([['CONDITION', 'STATUS', 'REASON', 'MESSAGE'], ...s.conditions.map((c) => [c.type, c.status, c.reason, c.message])]);
   return [head, '', machines, '', conditions].join('\n');

@@ -38,6 +38,9 @@ describe('a Kubernetes control plane on the local provider', { timeout: 600_000 
       );
     }
     assert.equal(doc.status.conditions.find((c) => c.type === 'ControlPlaneComponentsHealthy')?.status, 'True');
+    const table = (await env.run(['status', 'k'])).stdout;
+    assert.match(table, /kubernetes 1\.36\.3 {2}endpoint https:\/\/127\.33\.\d+\.0:6443/);
+    assert.equal(table.split('\n').filter((line) => /^k-\d+ .* ready$/.test(line)).length, 3, table);
   });
 
   test('kubectl through the endpoint writes objects every apiserver reads back, and each answers /readyz and /version', async () => {
