@@ -70,6 +70,13 @@ function phaseOfControlPlane(decision: Decision): string {
   return 'Degraded';
 }
 
+/** A Kubernetes machine's components all answer healthy (the machine found by its member's peer URLs). */
+function componentsReady(observed: Observed, peerURLs: readonly string[]): boolean {
+  const machine = observed.machines.find((m) => m.infra !== undefined && peerURLs.includes(m.infra.peerURL));
+  const components = machine?.infra?.components;
+  return components !== undefined && COMPONENT_CONDITIONS.every(([component]) => components[component]?.healthy === true);
+}
+
 /** A machine condition as KCP v1beta2 names them (EtcdMemberHealthy, APIServerPodHealthy, ...). */
 export interface MachineCondition {
   type: string;
@@ -145,7 +152,7 @@ export function buildStatus(
       reconciler: reconciler ?? null,
       phase: phaseOfControlPlane(decision),
       replicas: cp.manifest.spec.replicas,
-      readyReplicas: healthy.length,
+      readyReplicas: cp.manifest.spec.kubernetes === undefined ? healthy.length : healthy.filter((member) => componentsReady(observed, member.peerURLs)).length,
       voters: voters.length,
       learners: members.length - voters.length,
       leader: leaderMachine?.name ?? leaderMember?.name ?? null,

@@ -28,6 +28,7 @@ describe('a Kubernetes control plane on the local provider', { timeout: 600_000 
     const doc = statusOf(status.stdout);
     assert.equal(doc.status.phase, 'Ready');
     assert.equal(doc.status.voters, 3);
+    assert.equal(doc.status.readyReplicas, 3, 'a machine counts as ready with every component healthy');
     assert.match(doc.status.kubernetes?.endpoint ?? '', /^127\.33\.\d+\.0:6443$/);
     for (const machine of doc.status.machines) {
       assert.equal(machine.kubernetesVersion, TEST_KUBERNETES);
