@@ -8,6 +8,8 @@
 #    own network namespace, and network faults (partitions, packet loss) as nftables rules.
 #  - faketime: test/e2e/lease-clock.test.ts runs a controller replica whose clock runs ahead of the
 #    others', to show that a lease is judged on the store's clock only.
+#  - haproxy: a Kubernetes control plane's endpoint (src/adapters/endpoint/), in front of the
+#    apiservers, as kubeadm's HA guide builds it; test/e2e/kubernetes-control-plane.test.ts runs it.
 # Each tool is a command the tests run and the Debian packages that provide it; only missing ones are
 # installed. apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
