@@ -147,3 +147,18 @@ test('a failed build exits 1 saying so and leaves nothing in the cache', () => {
   assert.match(result.stderr, new RegExp(`building Kubernetes ${pinnedVersion(minor)} failed`));
   assert.deepEqual(readdirSync(cache), []);
 });
+
+describe('spec.kubernetes.binaries: a directory of ones own', () => {
+  test('one holding the four programs of the version is used; one missing a program or of another version is bad input naming it', async () => {
+    const { kubernetesBinDir } = await import('../../src/adapters/kubernetes/kubernetes-binaries.ts');
+    const { InvalidInputError } = await import('../../src/api/errors.ts');
+    const built = join(CACHE, 'v1.36.3', 'usr', 'bin');
+    const own = mkdtempSync(join(tmpdir(), 'fastplane-kube-bin-'));
+    tempDirs.push(own);
+    for (const program of PROGRAMS) cpSync(join(built, program), join(own, program));
+    assert.equal(kubernetesBinDir('1.36.3', own), own);
+    assert.throws(() => kubernetesBinDir('1.37.2', own), (error: unknown) => error instanceof InvalidInputError && /spec\.kubernetes\.binaries: .* does not hold Kubernetes 1\.37\.2 kube-apiserver, kube-controller-manager, kube-scheduler, kubectl/.test(error.message));
+    rmSync(join(own, 'kube-scheduler'));
+    assert.throws(() => kubernetesBinDir('1.36.3', own), (error: unknown) => error instanceof InvalidInputError && /does not hold Kubernetes 1\.36\.3 kube-scheduler \(each must report v1\.36\.3\)/.test(error.message));
+  });
+});

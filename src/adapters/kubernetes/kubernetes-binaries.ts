@@ -61,7 +61,7 @@ export function listKubernetesVersions(): string[] {
  */
 export function kubernetesBinDir(version: string, binaries?: string): string {
   if (binaries !== undefined) {
-    const wrong = KUBERNETES_PROGRAMS.filter((program) => programVersion(join(binaries, program)) !== version);
+    const wrong = KUBERNETES_PROGRAMS.filter((program) => !existsSync(join(binaries, program)) || programVersion(join(binaries, program)) !== version);
     if (wrong.length > 0) throw new InvalidInputError([`spec.kubernetes.binaries: ${binaries} does not hold Kubernetes ${version} ${wrong.join(', ')} (each must report v${version})`]);
     return binaries;
   }
