@@ -108,9 +108,11 @@ export function buildProgram(): Command {
 
   program
     .command('rollout <name>')
-    .description('roll every member to another etcd version, surge machines first')
-    .requiredOption('--version <version>', 'target etcd version')
+    .description('roll every machine to another etcd or Kubernetes version, surge machines first')
+    .option('--version <version>', 'target etcd version')
     .option('--etcd-binaries <dir>', 'a directory holding etcd, etcdctl and etcdutl of the target version, used instead of the installed ones')
+    .option('--kubernetes-version <version>', 'target Kubernetes version (one minor up at most); controller-manager and scheduler of the new version start once no older apiserver runs')
+    .option('--kubernetes-binaries <dir>', 'a directory holding the Kubernetes programs of the target version, used instead of the installed ones')
     .addOption(timeout())
     .addOption(output())
     .action(async (name: string, flags: Parameters<typeof rolloutCommand>[2]) => withContext(program, async (ctx) => (await import('./commands/rollout.ts')).rolloutCommand(ctx, name, flags)));

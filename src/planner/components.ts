@@ -32,6 +32,18 @@ function wantedRoutes(step: Step): string[] {
     .map(nameOf);
 }
 
+const minorOf = (version: string | undefined): number => Number(version?.split('.')[1] ?? Number.NaN);
+
+/**
+ * Machines whose apiserver runs a lower Kubernetes minor than `machine`'s. Kubernetes' version skew
+ * policy lets a controller-manager or scheduler be at most as new as the apiservers it talks to: during
+ * a rollout a new machine's ones wait until the old apiservers are gone.
+ */
+function olderApiservers(step: Step, machine: ObservedMachine): string[] {
+  const own = minorOf(machine.record.kubernetesVersion);
+  return step.view.observed.machines.filter((other) => runs(other, 'kube-apiserver') && minorOf(other.record.kubernetesVersion) < own).map((other) => `${nameOf(other)} at ${other.record.kubernetesVersion ?? ''}`);
+}
+
 /** Start, route and stop the Kubernetes components; nothing on an etcd-only control plane. */
 export function componentActions(step: Step): ComponentAction[] {
   const { view } = step;
@@ -47,6 +59,11 @@ export function componentActions(step: Step): ComponentAction[] {
       continue;
     }
     if (!healthy(machine, 'kube-apiserver') || !inEndpoint.has(name)) continue;
+    const older = olderApiservers(step, machine);
+    if (older.length > 0) {
+      step.waits.push({ code: 'VersionSkew', message: `${name} starts its controller-manager and scheduler (Kubernetes ${machine.record.kubernetesVersion ?? ''}) once no older apiserver runs: ${older.join(', ')}`, machine: name });
+      continue;
+    }
     for (const component of ['kube-controller-manager', 'kube-scheduler'] as const) {
       if (!runs(machine, component)) actions.push({ kind: 'StartComponent', machine: name, component, reason: 'JoinControlPlane' });
     }

@@ -146,3 +146,34 @@ describe('a Kubernetes machine whose apiserver stops being ready', () => {
     assert.match(waitOf(d, 'NoOtherAPIServer').message, /no other apiserver serves/);
   });
 });
+
+describe('a Kubernetes version rollout', () => {
+  const k137 = spec({ kubernetes: { version: '1.37.2' }, replicas: 3 });
+  const at = (m: ObservedMachine, version: string): ObservedMachine => ({ ...m, record: { ...m.record, kubernetesVersion: version } });
+
+  function rolling(oldApiservers: ObservedComponent): Observed {
+    const o = observed({
+      machines: [...['t-1', 't-2', 't-3'].map((name) => machine(name, { phase: 'Voter' })), machine('t-4', { phase: 'Voter' })],
+      members: ['t-1', 't-2', 't-3', 't-4'].map((name) => voter(name)),
+    });
+    o.machines = o.machines.map((m) => (m.record.name === 't-4' ? withComponents(at({ ...m, record: { ...m.record, templateHash: k137.templateHash } }, '1.37.2'), { 'kube-apiserver': READY }) : withComponents(at(m, '1.36.3'), { ...all(READY), 'kube-apiserver': oldApiservers })));
+    o.endpoint = { address: '127.77.1.0:6443', routes: ['t-1', 't-2', 't-3', 't-4'].map((name) => ({ machine: name, up: true })) };
+    return o;
+  }
+
+  test("a new machine's controller-manager and scheduler wait while an older apiserver runs", () => {
+    const d = decide(rolling(READY), k137);
+    assert.ok(!componentActions(d).some((a) => a.startsWith('t-4 kube-')), JSON.stringify(componentActions(d)));
+    assert.match(waitOf(d, 'VersionSkew').message, /t-4 starts its controller-manager and scheduler \(Kubernetes 1\.37\.2\) once no older apiserver runs: t-1 at 1\.36\.3/);
+  });
+
+  test('they start once no older apiserver runs', () => {
+    const d = decide(rolling(DOWN), k137);
+    assert.deepEqual(componentActions(d).filter((a) => a.startsWith('t-4')), ['t-4 kube-controller-manager', 't-4 kube-scheduler']);
+  });
+
+  test('machines at the old version are outdated: the new version rolls them', () => {
+    const d = decide(rolling(READY), k137);
+    assert.ok(d.machineActions.some((a) => a.kind === 'RequestMachineDeletion'), 'an old machine is picked to go');
+  });
+});
