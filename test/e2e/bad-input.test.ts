@@ -75,6 +75,7 @@ const cases: Case[] = [
   { name: 'a Kubernetes version not installed', args: () => ['up', '--name', 'bad', '--kubernetes', '1.35.0'], says: /Kubernetes 1\.35\.0 is not installed \(found: [^)]*1\.36\.3[^)]*\).*install-kubernetes\.sh/s },
   { name: 'a malformed Kubernetes version', args: () => ['up', '--name', 'bad', '--kubernetes', '1.36'], says: /spec\.kubernetes\.version: must be a Kubernetes version such as 1\.36\.3/ },
   { name: 'Kubernetes without certificates', args: () => ['up', '--name', 'bad', '--kubernetes', '1.36.3', '--insecure'], says: /spec\.kubernetes: needs certificates/ },
+  { name: 'rollout without a version', args: () => ['rollout', 'nope'], says: /give --version \(etcd\) or --kubernetes-version, or both/ },
   { name: 'kubeconfig of a control plane that does not exist', args: () => ['kubeconfig', 'nope'], says: /no control plane named nope/ },
   { name: 'scale of a control plane that does not exist', args: () => ['scale', 'nope', '--replicas', '3'], says: /no control plane named nope/ },
   { name: 'status of a control plane that does not exist', args: () => ['status', 'nope'], says: /no control plane named nope/ },
