@@ -90,3 +90,12 @@ export async function startMachineMember(deps: MemberStarter & { store: StateSto
   const restart = state === 'existing' && initialCluster === undefined;
   await startMemberAs(deps, cp, record, restart ? relaunchFor(cp, record) : launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
 }
+
+/**
+ * Records a machine whose member already runs `version` (a downgrade run again) as a start on it would
+ * (startMemberAs): the version, the spec's template and the learner limit of that version.
+ */
+export async function recordRunning(writer: LeaseWriter, cp: ControlPlaneRecord, machine: string, version: string): Promise<void> {
+  const set = { version, templateHash: machineTemplateHash(cp.manifest), maxLearners: launchedLearnerLimit(version, cp.manifest.spec.etcd.maxLearners) };
+  await writer.commit({ kind: 'PatchMachine', name: machine, set });
+}

@@ -15,13 +15,9 @@ export function launchedLearnerLimit(version: string, setting: 'auto' | number):
 /**
  * The learner limit in force: the lowest of what new members will run (`launched`) and what every
  * member with a process runs, since each member checks an add against its own limit when it applies
- * it. A member below 3.6 runs 1; one recorded before its limit was (an older fastplane) counts as 1.
+ * it. A member's record keeps the limit it was started with (launchedLearnerLimit: 1 below 3.6); one
+ * recorded before its limit was (an older fastplane) counts as 1.
  */
-export function learnerLimitInForce(launched: number, members: readonly { version: string; maxLearners?: number | undefined }[]): number {
-  let limit = launched;
-  for (const member of members) {
-    const own = compareVersions(member.version, '3.6.0') < 0 ? 1 : (member.maxLearners ?? 1);
-    limit = Math.min(limit, own);
-  }
-  return limit;
+export function learnerLimitInForce(launched: number, members: readonly { maxLearners?: number | undefined }[]): number {
+  return Math.min(launched, ...members.map((member) => member.maxLearners ?? 1));
 }
