@@ -4,12 +4,13 @@ import { compareVersions } from '../api/versions.ts';
 export const AUTO_LEARNER_LIMIT = 8;
 
 /**
- * The --max-learners a member of `version` runs with for the spec's setting. etcd 3.4 and 3.5 allow
- * one learner, hard-coded; 3.6 made it a flag (docs/etcd-behaviour.md, learner limit).
+ * The --max-learners a member of `version` runs with for the spec's setting, never below `kept` (a
+ * limit it ran before, kept by a restart in place). etcd 3.4 and 3.5 allow one learner, hard-coded; 3.6
+ * made it a flag (docs/etcd-behaviour.md, learner limit).
  */
-export function launchedLearnerLimit(version: string, setting: 'auto' | number): number {
+export function launchedLearnerLimit(version: string, setting: 'auto' | number, kept = 1): number {
   if (compareVersions(version, '3.6.0') < 0) return 1;
-  return setting === 'auto' ? AUTO_LEARNER_LIMIT : setting;
+  return Math.max(setting === 'auto' ? AUTO_LEARNER_LIMIT : setting, kept);
 }
 
 /**
