@@ -26,10 +26,7 @@ export function initialClusterFor(observed: Observed, members: readonly EtcdMemb
   return members.flatMap((m) => m.peerURLs.map((url) => `${memberNameFor(observed, m)}=${url}`)).join(',');
 }
 
-/**
- * How a member of the spec starts: `kept`, a learner limit it ran before, is never lowered (relaunchFor).
- * The calls come last: what the spec alone says is settled first.
- */
+/** How a member of the spec starts: `kept`, a learner limit it ran before, is never lowered (relaunchFor). */
 export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluster: string, state: 'new' | 'existing', kept?: number): MemberLaunch {
   const { etcd } = cp.manifest.spec;
   const optional: Partial<MemberLaunch> = {};
