@@ -63,8 +63,7 @@ async function moveLeaderAround(doc: ControlPlaneStatusDocument, times: number):
   }
 }
 
-// Every case has its own loopback prefix and state dir, so a few run at once: they mostly wait on etcd.
-describe('full lifecycle on real etcd', { timeout: 600_000, concurrency: 3 }, () => {
+describe('full lifecycle on real etcd', { timeout: 600_000 }, () => {
   test('5 → 3 → 1 → 3: voters == replicas at each step, and the leader machine is never deleted while it leads', async () => {
     const env = newEnv('127.70');
     let doc = await upOk(env, ['up', '--name', 'sd', '--replicas', '5']);
