@@ -3,21 +3,24 @@ import type { CareJobRecord } from '../domain/care-job.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { StepResult } from './steps.ts';
 
+/** What every job's record keeps for the steps' driver: progress, notes, what it waits for, its end. */
+export type JobRecord = Pick<CareJobRecord, 'progressAt' | 'notes' | 'waiting' | 'ended'>;
+
 /**
  * One step of a care job over its record: the step's result and the record the next step starts
  * from. `note` takes what the step did, for the user (a command prints it, the loop keeps it on the
  * record for the job's event).
  */
-export type JobStep = (job: CareJobRecord, note: (text: string) => void) => Promise<{ result: StepResult; job: CareJobRecord }>;
+export type JobStep<J extends JobRecord = CareJobRecord> = (job: J, note: (text: string) => void) => Promise<{ result: StepResult; job: J }>;
 
 /** The record without what its last step waited for. */
-function unwaited(job: CareJobRecord): CareJobRecord {
+function unwaited<J extends JobRecord>(job: J): J {
   const next = { ...job };
   delete next.waiting;
   return next;
 }
 
-function ended(job: CareJobRecord, at: number, ok: boolean, summary: string): CareJobRecord {
+function ended<J extends JobRecord>(job: J, at: number, ok: boolean, summary: string): J {
   return { ...unwaited(job), ended: { at, ok, summary } };
 }
 
@@ -26,7 +29,7 @@ function ended(job: CareJobRecord, at: number, ok: boolean, summary: string): Ca
  * waits for and when to ask again) or the job ends. A job that has waited `patienceMs` since its last
  * progress ends failed with what it waited for: waiting on would hold every later care job.
  */
-export async function advanceJob(step: JobStep, start: CareJobRecord, clock: Clock, patienceMs: number): Promise<CareJobRecord> {
+export async function advanceJob<J extends JobRecord>(step: JobStep<J>, start: J, clock: Clock, patienceMs: number): Promise<J> {
   let job = start;
   for (;;) {
     const notes: string[] = [];
@@ -50,7 +53,7 @@ export async function advanceJob(step: JobStep, start: CareJobRecord, clock: Clo
 }
 
 /** A command's run of a job: its steps to the end, notes as they come; BlockedError when it fails. */
-export async function driveJob(step: JobStep, start: CareJobRecord, clock: Clock, patienceMs: number, onNote: (text: string) => void): Promise<CareJobRecord> {
+export async function driveJob<J extends JobRecord>(step: JobStep<J>, start: J, clock: Clock, patienceMs: number, onNote: (text: string) => void): Promise<J> {
   let job = start;
   for (;;) {
     const noted = job.notes.length;

@@ -6,7 +6,7 @@ import type { CareJobRecord } from '../domain/care-job.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
 import { relaunchFor, startMemberAs } from '../cluster/member-launch.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
-import type { CarePort, CertificateInfo, LeaseGuard, LeaseWriter, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
+import type { CarePort, CertificateInfo, DowngradeWork, LeaseGuard, LeaseWriter, MaintainOptions, ObservedCare, SnapshotTools } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade } from '../ports/etcd-downgrade.ts';
@@ -18,7 +18,7 @@ import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/back
 import { takeBackup } from './backup/take-backup.ts';
 import { advanceJob } from './care-job.ts';
 import { renewalStep, renewCertificates, rotateCertificateAuthority, type RenewDeps } from './certificates.ts';
-import { cancelDowngrade, downgradeCluster } from './downgrade.ts';
+import { changeClusterVersion } from './downgrade.ts';
 import { maintain, maintenanceStep, type MaintainDeps, type MaintainReport } from './maintain.ts';
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
@@ -218,21 +218,14 @@ export class CareService implements CarePort {
     };
   }
 
-  async downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]> {
+  async downgrade(writer: LeaseWriter, work: DowngradeWork): Promise<string[]> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
     const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
+    const { provider, clock } = this.deps;
     return this.deps.withClients(({ admin }) =>
-      downgradeCluster(
-        { cluster: this.cluster, admin, downgrade, provider: this.deps.provider, machines, start: this.restarter(cp, writer), recordVersion, lease: writer, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() },
-        version,
-      ),
+      changeClusterVersion({ cluster: this.cluster, cp, admin, downgrade, provider, machines, writer, clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() }, work),
     );
-  }
-
-  async cancelDowngrade(lease: LeaseGuard): Promise<string[]> {
-    const [machines, downgrade] = await Promise.all([this.deps.store.listMachines(this.cluster), this.deps.downgrade()]);
-    return this.deps.withClients(({ admin }) => cancelDowngrade({ admin, downgrade, machines, lease, clock: this.deps.clock, healthTimeoutMs: HEALTH_TIMEOUT_MS, onNote: this.noter() }));
   }
 
   /** The reconcile loop's share of a rolling job: its steps until one waits or the job ends. */

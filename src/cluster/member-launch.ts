@@ -1,8 +1,6 @@
-import type { ControlPlane } from '../api/control-plane.ts';
-import { compareVersions } from '../api/versions.ts';
 import { launchedLearnerLimit } from '../domain/learner-limit.ts';
 import type { ControlPlaneRecord, MachineRecord } from '../domain/machine.ts';
-import { machineTemplateHash } from '../planner/spec.ts';
+import { machineTemplateHash, templateRunBy } from '../planner/spec.ts';
 import type { Observed } from '../planner/types.ts';
 import { peerURLOf } from '../planner/view.ts';
 import type { LeaseWriter } from '../ports/care.ts';
@@ -28,22 +26,24 @@ export function initialClusterFor(observed: Observed, members: readonly EtcdMemb
   return members.flatMap((m) => m.peerURLs.map((url) => `${memberNameFor(observed, m)}=${url}`)).join(',');
 }
 
-export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluster: string, state: 'new' | 'existing'): MemberLaunch {
-  const spec: ControlPlane['spec'] = cp.manifest.spec;
-  const launch: MemberLaunch = {
+/** How a member of the spec starts: `kept`, a learner limit it ran before, is never lowered (relaunchFor). */
+export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initialCluster: string, state: 'new' | 'existing', kept?: number): MemberLaunch {
+  const { etcd } = cp.manifest.spec;
+  const optional: Partial<MemberLaunch> = {};
+  if (etcd.quotaBackendBytes !== undefined) optional.quotaBackendBytes = etcd.quotaBackendBytes;
+  if (etcd.reconfigurationCheck === 'fastplane') optional.strictReconfigCheck = false;
+  // Only a member that starts the cluster ('new') restores: joiners get the data from the leader.
+  if (state === 'new' && cp.restoreFrom !== undefined) optional.restoreFrom = cp.restoreFrom;
+  return {
     memberName: machine.name,
     version: machine.version,
     initialCluster,
     initialClusterState: state,
+    ...optional,
+    maxLearners: launchedLearnerLimit(machine.version, etcd.maxLearners, kept),
     // Only a member that starts a cluster gets its ID from the token; joiners get theirs from the add.
     clusterToken: state === 'new' ? tokenForLowMemberId(cp.clusterToken, peerURLsIn(initialCluster, machine.name)) : cp.clusterToken,
-    maxLearners: launchedLearnerLimit(machine.version, spec.etcd.maxLearners),
   };
-  if (spec.etcd.quotaBackendBytes !== undefined) launch.quotaBackendBytes = spec.etcd.quotaBackendBytes;
-  if (spec.etcd.reconfigurationCheck === 'fastplane') launch.strictReconfigCheck = false;
-  // Only a member that starts the cluster ('new') restores: joiners get the data from the leader.
-  if (state === 'new' && cp.restoreFrom !== undefined) launch.restoreFrom = cp.restoreFrom;
-  return launch;
 }
 
 /**
@@ -53,9 +53,7 @@ export function launchFor(cp: ControlPlaneRecord, machine: MachineRecord, initia
  * (docs/etcd-behaviour.md, "A restart in place and the learner limit"); the rollout lowers it by replacement.
  */
 export function relaunchFor(cp: ControlPlaneRecord, machine: MachineRecord): MemberLaunch {
-  const launch = launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing');
-  const ran = machine.maxLearners;
-  return ran !== undefined && ran > launch.maxLearners && compareVersions(machine.version, '3.6.0') >= 0 ? { ...launch, maxLearners: ran } : launch;
+  return launchFor(cp, machine, `${machine.name}=${machine.peerURL ?? ''}`, 'existing', machine.maxLearners);
 }
 
 /** What starting a member needs: the provider, and the lease's writer (the FencedWriter) to record how it starts. */
@@ -73,7 +71,7 @@ export interface MemberStarter {
  */
 export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord, record: MachineRecord, launch: MemberLaunch): Promise<void> {
   // A member kept at a higher learner limit than the spec's (relaunchFor) does not run the spec's template: the rollout still replaces it.
-  const template = launch.maxLearners === launchedLearnerLimit(launch.version, cp.manifest.spec.etcd.maxLearners) ? machineTemplateHash(cp.manifest) : record.templateHash;
+  const template = templateRunBy(cp.manifest, launch) ?? record.templateHash;
   const ran = { version: launch.version, templateHash: template, strictReconfigCheck: launch.strictReconfigCheck !== false, maxLearners: launch.maxLearners };
   // Written on every start, even when `record` already says so: a caller may pass the record as it will be (a downgrade's new version).
   await deps.writer.commit({ kind: 'PatchMachine', name: record.name, set: ran });
@@ -87,6 +85,17 @@ export async function startMemberAs(deps: MemberStarter, cp: ControlPlaneRecord,
 export async function startMachineMember(deps: MemberStarter & { store: StateStore }, cp: ControlPlaneRecord, name: string, state: 'new' | 'existing', initialCluster?: string): Promise<void> {
   const record = await deps.store.getMachine(deps.cluster, name);
   if (record?.peerURL === undefined) throw new Error(`machine ${name} has no ${record ? 'peer URL' : 'record'}`);
+  // A restart on its data dir (the member alone, 'existing') is relaunchFor: it keeps the learner limit it ran.
   const restart = state === 'existing' && initialCluster === undefined;
-  await startMemberAs(deps, cp, record, restart ? relaunchFor(cp, record) : launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state));
+  const launch = launchFor(cp, record, initialCluster ?? `${name}=${record.peerURL}`, state, restart ? record.maxLearners : undefined);
+  await startMemberAs(deps, cp, record, launch);
+}
+
+/**
+ * Records a machine whose member already runs `version` (a downgrade run again) as a start on it would
+ * (startMemberAs): the version, the spec's template and the learner limit of that version.
+ */
+export async function recordRunning(writer: LeaseWriter, cp: ControlPlaneRecord, machine: string, version: string): Promise<void> {
+  const set = { version, templateHash: machineTemplateHash(cp.manifest), maxLearners: launchedLearnerLimit(version, cp.manifest.spec.etcd.maxLearners) };
+  await writer.commit({ kind: 'PatchMachine', name: machine, set });
 }

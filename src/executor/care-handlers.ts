@@ -2,9 +2,7 @@ import { activeCareJob, startCareJob, type CareJobRecord } from '../domain/care-
 import type { ControlPlaneRecord } from '../domain/machine.ts';
 import type { ControlPlanePatch } from '../domain/record-writes.ts';
 import type { CareAction, RecoverNoSpace, RenewCertificates, RunMaintenance } from '../planner/types.ts';
-import type { CarePort } from '../ports/care.ts';
-import { launchedLearnerLimit } from '../domain/learner-limit.ts';
-import { machineTemplateHash } from '../planner/spec.ts';
+import type { CarePort, DowngradeWork } from '../ports/care.ts';
 import { endsTheRun, type ExecutorDeps } from './executor-deps.ts';
 
 // Care actions: day-2 jobs through the CarePort, each dated on the record it belongs to.
@@ -78,14 +76,10 @@ export async function runCareAction(deps: ExecutorDeps, cp: ControlPlaneRecord, 
     case 'RecoverNoSpace':
     case 'RunMaintenance':
       return carryOnJob(deps, cp, action);
-    case 'DowngradeCluster': {
-      // A restart records itself (member-launch.ts); a machine whose member already runs the target
-      // (a rerun) is recorded here (fenced): the version, and the spec's template.
-      const template = { templateHash: machineTemplateHash(cp.manifest), maxLearners: launchedLearnerLimit(action.version, cp.manifest.spec.etcd.maxLearners) };
-      const record = (machine: string, version: string): Promise<void> => deps.writer.commit({ kind: 'PatchMachine', name: machine, set: { version, ...template } });
-      return (await carePort(deps).downgrade(deps.writer, action.version, record)).join('; ');
+    case 'DowngradeCluster':
+    case 'CancelDowngrade': {
+      const work: DowngradeWork = action.kind === 'DowngradeCluster' ? { kind: 'downgrade', version: action.version } : { kind: 'cancel' };
+      return (await carePort(deps).downgrade(deps.writer, work)).join('; ');
     }
-    case 'CancelDowngrade':
-      return (await carePort(deps).cancelDowngrade(deps.writer)).join('; ');
   }
 }

@@ -20,6 +20,16 @@ export function machineTemplateHash(cp: ControlPlane): string {
   return templateHash({ provider: cp.spec.provider.name, quotaBackendBytes: cp.spec.etcd.quotaBackendBytes, maxLearners: launchedLearnerLimit(cp.spec.version, cp.spec.etcd.maxLearners), ...guarded, ...kubernetes });
 }
 
+/**
+ * The template a member started at `version` with `maxLearners` runs: the spec's, unless it keeps a
+ * higher learner limit than the spec's at that version (a restart in place), and then none: the rollout
+ * still replaces it.
+ */
+export function templateRunBy(cp: ControlPlane, member: { version: string; maxLearners: number }): string | undefined {
+  const spec = machineTemplateHash(cp);
+  return member.maxLearners === launchedLearnerLimit(member.version, cp.spec.etcd.maxLearners) ? spec : undefined;
+}
+
 export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
   const { spec } = cp;
   const remediation: PlannerSpec['remediation'] = {

@@ -145,7 +145,7 @@ export function buildView(desired: PlannerSpec, observed: Observed, now: number)
     ...(downgrade === undefined ? {} : { downgrade }),
     learnerLimit: learnerLimitInForce(
       spec.maxLearners,
-      observed.machines.filter((m) => m.infra?.memberRunning === true || memberByMachine.get(m.record.name)?.isLearner === false).map((m) => ({ version: m.record.version, maxLearners: m.record.maxLearners })),
+      observed.machines.filter((m) => m.infra?.memberRunning === true || memberByMachine.get(m.record.name)?.isLearner === false).map((m) => m.record),
     ),
   };
 }

@@ -38,6 +38,9 @@ export interface LeaseGuard {
   readonly fence?: Fence;
 }
 
+/** A change of the cluster version by etcd's downgrade protocol: one minor down to `version`, or a downgrade left enabled ended. */
+export type DowngradeWork = { kind: 'downgrade'; version: string } | { kind: 'cancel' };
+
 /** The lease's writer (the FencedWriter): a restart records how its member starts, fenced by the lease. */
 export interface LeaseWriter extends LeaseGuard {
   commit(...writes: StoreWrite[]): Promise<void>;
@@ -95,13 +98,11 @@ export interface CarePort {
    */
   advanceJob(writer: LeaseWriter, job: CareJobRecord): Promise<CareJobRecord>;
   /**
-   * Downgrades the cluster one minor by etcd's protocol, each member restarted in place on `version`;
-   * `recordVersion` records a machine's new version before its member starts on it. Returns what it did.
+   * etcd's downgrade protocol, run to its end within the call: `downgrade` takes the cluster one minor
+   * down, each member restarted in place on `version` and each machine's new version recorded through
+   * `writer` (before its member starts on it); `cancel` ends a downgrade left enabled (the cluster
+   * version pinned below every member's minor) with etcd's `downgrade cancel`, after giving a version
+   * that only lags a rollout its time to rise. Returns what it did.
    */
-  downgrade(writer: LeaseWriter, version: string, recordVersion: (machine: string, version: string) => Promise<void>): Promise<string[]>;
-  /**
-   * Ends a downgrade left enabled (the cluster version pinned below every member's minor) with etcd's
-   * `downgrade cancel`, after giving a version that only lags a rollout its time to rise; returns what it did.
-   */
-  cancelDowngrade(lease: LeaseGuard): Promise<string[]>;
+  downgrade(writer: LeaseWriter, work: DowngradeWork): Promise<string[]>;
 }

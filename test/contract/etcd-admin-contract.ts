@@ -31,7 +31,8 @@ const POLL_MS = 100;
 const WAIT_MS = 20_000;
 
 export function defineEtcdAdminContract(label: string, setup: () => Promise<ContractWorld>): void {
-  describe(label, () => {
+  // The cases share one world and clean up after each other: one at a time, also where the suites run at once.
+  describe(label, { concurrency: 1 }, () => {
     let world: ContractWorld;
     let nextOrdinal = 1;
     let created: string[] = [];

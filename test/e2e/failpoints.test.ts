@@ -6,6 +6,8 @@ import { CliEnv, membershipChanges, statusOf } from '../support/cli.ts';
 import { askEtcd } from '../support/etcd-direct.ts';
 
 const env = new CliEnv('127.76');
+/** Cases of one describe that run at once: each starts its own etcd members and CLI runs. */
+const CASES_AT_ONCE = 4;
 after(() => {
   env.cleanup();
 });
@@ -39,30 +41,11 @@ async function assertConvergedSafely(cluster: string, doc: ControlPlaneStatusDoc
 
 // Each path on 3.4.23, the oldest version supported, and on 3.6.17, the default (whose members joining
 // after the first ~100 entries get a snapshot: docs/etcd-behaviour.md); one cluster per path and version.
+// The cases share no cluster (each has its own name, so its own address slot), so a few run at once:
+// a case mostly waits on etcd and on the CLI's start. The longest ones are declared first, so they start first.
 for (const version of ['3.4.23', '3.6.17']) {
   const tag = version.replace(/\./g, '');
-  describe(`SIGKILL at each failpoint on etcd ${version}, then run again: converges with the invariants intact`, { timeout: 1_200_000 }, () => {
-    const scaleUp: FailpointName[] = [
-      'after-create-record',
-      'after-provider-create',
-      'after-init-record',
-      'after-init-start',
-      'after-add-learner-call',
-      'after-add-learner',
-      'before-start-member',
-      'after-start-member',
-      'after-promote',
-    ];
-    for (const failpoint of scaleUp) {
-      test(`scale up 0 → 3, killed at ${failpoint}`, async () => {
-        const name = `up${tag}-${failpoint}`.slice(0, 40);
-        await crashAt(failpoint, ['up', '-f', env.writeManifest(name, { replicas: 3, version })]);
-        const doc = await converge(['up', '--name', name]);
-        await assertConvergedSafely(name, doc, 3, version);
-        assert.equal((await env.run(['down', name])).code, 0);
-      });
-    }
-
+  describe(`SIGKILL at each failpoint on etcd ${version}, then run again: converges with the invariants intact`, { timeout: 1_200_000, concurrency: CASES_AT_ONCE }, () => {
     // One cluster for every scale-down failpoint: 5 → 3, killed, converged at 3, then back to 5.
     test('scale down 5 → 3, killed at each failpoint on the way', async () => {
       const name = `down${tag}`;
@@ -91,10 +74,31 @@ for (const version of ['3.4.23', '3.6.17']) {
       }
       assert.equal((await env.run(['down', name])).code, 0);
     });
+
+    const scaleUp: FailpointName[] = [
+      'after-create-record',
+      'after-provider-create',
+      'after-init-record',
+      'after-init-start',
+      'after-add-learner-call',
+      'after-add-learner',
+      'before-start-member',
+      'after-start-member',
+      'after-promote',
+    ];
+    for (const failpoint of scaleUp) {
+      test(`scale up 0 → 3, killed at ${failpoint}`, async () => {
+        const name = `up${tag}-${failpoint}`.slice(0, 40);
+        await crashAt(failpoint, ['up', '-f', env.writeManifest(name, { replicas: 3, version })]);
+        const doc = await converge(['up', '--name', name]);
+        await assertConvergedSafely(name, doc, 3, version);
+        assert.equal((await env.run(['down', name])).code, 0);
+      });
+    }
   });
 }
 
-describe('a version rollout of one member, killed after its removal', { timeout: 600_000 }, () => {
+describe('a version rollout of one member, killed after its removal', { timeout: 600_000, concurrency: true }, () => {
   for (const [from, to] of [
     ['3.4.23', '3.5.16'],
     ['3.6.17', '3.7.4'],
