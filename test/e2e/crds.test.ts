@@ -86,6 +86,10 @@ describe('the ControlPlane CRD on a Kubernetes control plane brought up by fastp
         assert.match(applied.said, new RegExp(`${path.replace(/\./g, '\\.')}: Invalid value: .*${rest.join(': ').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), `${what}: the API server says ${line}`);
       }
     }
+    // Unknown fields: the CLI's strict schema refuses them, and so does kubectl's strict field validation.
+    const unknown = await apply('bad', { replica: 3 });
+    assert.ok(!unknown.ok && /unknown field "spec\.replica"/.test(unknown.said), unknown.said);
+    assert.ok(cliSays({ replica: 3 }).some((line) => line.includes('replica')));
     const objects = await kubectl.json<{ items: { metadata: { name: string } }[] }>(['get', 'fcp']);
     assert.deepEqual(objects.items.map((item) => item.metadata.name), ['web'], 'no bad object was stored');
   });
