@@ -108,6 +108,20 @@ function structural(node: Schema, path: string, cel: boolean): Schema {
   return out;
 }
 
+/**
+ * The CLI's limits on the name (shorter than Kubernetes' own, so machine names stay short), as rules on
+ * the object: a rule may read metadata.name only from the root, and a maxLength there would stop every
+ * CEL rule before the CLI's words are said.
+ */
+function nameRules(name: Schema): CelRule[] {
+  const { maxLength, pattern } = name;
+  if (typeof maxLength !== 'number' || typeof pattern !== 'string') throw new Error('metadata.name has no maxLength or pattern in the schema');
+  return [
+    { rule: `size(self.metadata.name) <= ${String(maxLength)}`, message: cliMessageAt('metadata.name', 'x'.repeat(maxLength + 1)), fieldPath: '.metadata.name' },
+    { rule: `self.metadata.name.matches(${celString(pattern)})`, message: cliMessageAt('metadata.name', breaking(pattern)), fieldPath: '.metadata.name' },
+  ];
+}
+
 /** The object of a schema's property defaults, for a parent whose default must pass its own rules. */
 function defaultsOf(schema: Schema): Schema {
   const properties = (schema.properties ?? {}) as Record<string, Schema>;
@@ -118,20 +132,22 @@ function objectSchema(): Schema {
   // The input side: what users write, before the spec's transforms fill in what they left out.
   const json = z.toJSONSchema(ControlPlaneSchema, { io: 'input', unrepresentable: 'any' }) as Schema;
   const status = z.toJSONSchema(ControlPlaneStatusSchema, { io: 'input' }) as Schema;
-  const spec = structural((json.properties as Record<string, Schema>).spec ?? {}, 'spec', true);
+  const properties = json.properties as Record<string, Schema>;
+  const spec = structural(properties.spec ?? {}, 'spec', true);
+  const name = ((properties.metadata?.properties ?? {}) as Record<string, Schema>).name ?? {};
   return {
     type: 'object',
     description: ControlPlaneSchema.description,
     properties: {
       apiVersion: { type: 'string', description: 'fastplane.dev/v1alpha1' },
       kind: { type: 'string', description: 'ControlPlane' },
-      // The API server checks the name's form itself; the CLI's limit keeps machine names short.
-      metadata: { type: 'object', properties: { name: { type: 'string', maxLength: 40 } } },
+      // Only the name: the API server owns the rest of metadata.
+      metadata: { type: 'object', properties: { name: { type: 'string' } } },
       // The CLI defaults an absent spec field by field: the same here, one level down (the fields' own defaults hold the rest).
       spec: { ...spec, default: defaultsOf(spec) },
       status: structural(status, 'status', false),
     },
-    'x-kubernetes-validations': [{ rule: 'size(self.metadata.name) <= 40', message: cliMessageAt('metadata.name', 'x'.repeat(41)), fieldPath: '.metadata.name' }],
+    'x-kubernetes-validations': nameRules(name),
   };
 }
 

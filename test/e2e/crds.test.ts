@@ -86,6 +86,9 @@ describe('the ControlPlane CRD on a Kubernetes control plane brought up by fastp
         assert.match(applied.said, new RegExp(`${path.replace(/\./g, '\\.')}: Invalid value: .*${rest.join(': ').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), `${what}: the API server says ${line}`);
       }
     }
+    // The CLI keeps names to 40 characters (machine names derive from them); Kubernetes allows 253.
+    const long = await apply('n'.repeat(41), { replicas: 3 });
+    assert.ok(!long.ok && /metadata\.name: Invalid value: .*must be at most 40 characters/.test(long.said), long.said);
     // Unknown fields: the CLI's strict schema refuses them, and so does kubectl's strict field validation.
     const unknown = await apply('bad', { replica: 3 });
     assert.ok(!unknown.ok && /unknown field "spec\.replica"/.test(unknown.said), unknown.said);

@@ -3,12 +3,13 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runInNewContext } from 'node:vm';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parse } from 'yaml';
 import { describeIssues, RULE_MESSAGES, ControlPlaneSchema } from '../../src/api/control-plane.ts';
 import { cliMessageAt, controlPlaneCrd, CRD_NAME, renderCrds } from '../../src/api/crd.ts';
-import { celMessage } from '../../src/api/crd-rules.ts';
+import { celDecimal, celMessage } from '../../src/api/crd-rules.ts';
 import { SSH_MESSAGES } from '../../src/api/ssh-provider.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -117,6 +118,22 @@ describe('the ControlPlane CRD generated from the manifest schema', () => {
     assert.equal(evaluateConcatenation(celMessage(SSH_MESSAGES.hostCount, "'5'", "'2'")), 'needs at least replicas + rollout.maxSurge = 5 hosts, got 2');
     assert.equal(evaluateConcatenation(celMessage((v: string) => `it's a \\ ${v} '`, "'x'")), "it's a \\ x '");
     assert.deepEqual(cliSays({ replicas: 1, rollout: { maxSurge: 0 } }), [`spec.rollout.maxSurge: ${RULE_MESSAGES.surgeNeedsReplicas('1')}`]);
+  });
+
+  test('celDecimal spells 0 to 999 as CEL would (integer division)', () => {
+    // The expression is JavaScript too, once CEL's integer division is made explicit.
+    const js = celDecimal('n').replace(/n \/ (\d+)/g, 'Math.trunc(n / $1)');
+    for (const n of [0, 7, 10, 42, 99, 100, 305, 999]) assert.equal(runInNewContext(js, { n, Math }), String(n));
+  });
+
+  test("the CLI's name rules sit on the object, as a maxLength would stop the CEL rules", () => {
+    assert.deepEqual(
+      (root['x-kubernetes-validations'] as Rule[]).map((rule) => [rule.fieldPath, rule.message]),
+      [
+        ['.metadata.name', 'must be at most 40 characters'],
+        ['.metadata.name', 'must be a DNS label (lower-case letters, digits and -)'],
+      ],
+    );
   });
 
   test('subresources, printer columns, names and scope', () => {
