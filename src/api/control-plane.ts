@@ -33,17 +33,17 @@ const SHORT = 32;
 
 const duration = (what: string) => {
   const error = `${what} must be a duration such as 500ms, 8s or 2m`;
-  return z.string().max(SHORT, { error }).refine((text) => parseDuration(text) !== undefined, { error });
+  return z.string().max(SHORT, { error, abort: true }).refine((text) => parseDuration(text) !== undefined, { error });
 };
 
 const durationOrRange = (() => {
   const error = 'must be a duration (8s) or a range (3s-8s) with min <= max';
-  return z.string().max(SHORT, { error }).refine((text) => parseDurationRange(text) !== undefined, { error });
+  return z.string().max(SHORT, { error, abort: true }).refine((text) => parseDurationRange(text) !== undefined, { error });
 })();
 
 const every = (example: string) => {
   const error = `every must be a duration of 1s or more, such as ${example}`;
-  return z.string().max(SHORT, { error }).refine((text) => (parseDuration(text) ?? 0) >= 1000, { error });
+  return z.string().max(SHORT, { error, abort: true }).refine((text) => (parseDuration(text) ?? 0) >= 1000, { error });
 };
 
 const ProviderSchema = z
@@ -55,7 +55,7 @@ const ProviderSchema = z
     provisioningDelay: durationOrRange.default('0s').describe('An added delay before a machine is ready (8s, or a range 3s-8s drawn uniformly): simulates slow infrastructure.'),
     deletionDelay: durationOrRange.default('0s').describe('An added delay before a machine is gone (8s or 3s-8s).'),
     failureDomains: z
-      .array(z.string().max(63, { error: 'must be a DNS label' }).regex(DNS_LABEL, { error: 'must be a DNS label' }))
+      .array(z.string().max(63, { error: 'must be a DNS label', abort: true }).regex(DNS_LABEL, { error: 'must be a DNS label' }))
       .max(32, { error: 'must be at most 32 failure domains' })
       .refine((list) => new Set(list).size === list.length, { error: 'must not repeat a failure domain' })
       .default([])
@@ -160,7 +160,7 @@ const SpecSchema = z
       .describe('How many etcd members (voters) the control plane runs: odd, from 1 to 9.'),
     version: z
       .string()
-      .max(SHORT, { error: 'must be an etcd version such as 3.4.23' })
+      .max(SHORT, { error: 'must be an etcd version such as 3.4.23', abort: true })
       .regex(VERSION, { error: 'must be an etcd version such as 3.4.23' })
       .optional()
       .describe(`The etcd version. Default: the one kubeadm pairs with spec.kubernetes.version, else ${DEFAULT_ETCD}.`),

@@ -10,7 +10,7 @@ export const KubernetesSchema = z
   .object({
     version: z
       .string({ error: 'is required: a Kubernetes version such as 1.36.3' })
-      .max(32, { error: 'must be a Kubernetes version such as 1.36.3' })
+      .max(32, { error: 'must be a Kubernetes version such as 1.36.3', abort: true })
       .regex(/^v?\d+\.\d+\.\d+$/, { error: 'must be a Kubernetes version such as 1.36.3' })
       .describe('The Kubernetes version, written with or without the v (1.36.3, v1.36.3); kept without it.')
       .transform((text) => text.replace(/^v/, '')),

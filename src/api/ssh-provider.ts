@@ -37,7 +37,7 @@ export const SSH_MESSAGES = {
  */
 export const SshAddressSchema = z
   .string()
-  .max(SSH_ADDRESS_FORMS.hostNameMaxLength, { error: 'must be an IPv4 address or a host name' })
+  .max(SSH_ADDRESS_FORMS.hostNameMaxLength, { error: 'must be an IPv4 address or a host name', abort: true })
   .refine((text) => IPV4.test(text) || (HOST_NAME.test(text) && !new RegExp(SSH_ADDRESS_FORMS.digitsAndDots).test(text)), {
     error: 'must be an IPv4 address or a host name',
   })
@@ -61,7 +61,7 @@ export const ProvisionHooksSchema = z
     delete: z.string().min(1, { error: 'must be a command' }).optional().describe('The command that deletes a host.'),
     timeout: z
       .string()
-      .max(32, { error: 'timeout must be a duration such as 30s or 5m' })
+      .max(32, { error: 'timeout must be a duration such as 30s or 5m', abort: true })
       .refine((text) => parseDuration(text) !== undefined, { error: 'timeout must be a duration such as 30s or 5m' })
       .default('10m')
       .describe('How long a hook may run.'),
