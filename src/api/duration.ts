@@ -1,7 +1,9 @@
 /** Durations as users write them: `500ms`, `8s`, `2m`, `1h`, and ranges `3s-8s` for provisioning delays. */
 
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
+/** One duration's form, also matched by the CRD's CEL rules (src/api/crd-rules.ts). */
+export const DURATION_SOURCE = '(\\d+(?:\\.\\d+)?)(ms|s|m|h)';
+const DURATION = new RegExp(`^${DURATION_SOURCE}$`);
 
 /** Parses one duration into milliseconds; undefined when the text is not a duration. */
 export function parseDuration(text: string): number | undefined {

@@ -8,16 +8,20 @@ import { NEWEST_PATCH } from './version-path.ts';
  */
 export const KubernetesSchema = z
   .object({
-    // Written with or without the `v` (1.36.3, v1.36.3); kept without it.
     version: z
       .string({ error: 'is required: a Kubernetes version such as 1.36.3' })
+      .max(32, { error: 'must be a Kubernetes version such as 1.36.3', abort: true })
       .regex(/^v?\d+\.\d+\.\d+$/, { error: 'must be a Kubernetes version such as 1.36.3' })
+      .describe('The Kubernetes version, written with or without the v (1.36.3, v1.36.3); kept without it.')
       .transform((text) => text.replace(/^v/, '')),
-    // A directory holding kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of
-    // `version`, used instead of the installed ones; absolute, as spec.etcd.binaries.
-    binaries: z.string().regex(/^\/[^\0]*$/, { error: 'must be an absolute directory path' }).optional(),
+    binaries: z
+      .string()
+      .regex(/^\/[^\0]*$/, { error: 'must be an absolute directory path' })
+      .optional()
+      .describe('A directory holding kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of version, used instead of the installed ones; absolute, as spec.etcd.binaries.'),
   })
-  .strict();
+  .strict()
+  .describe("The Kubernetes control plane stacked on the etcd members (kubeadm's stacked topology); absent, the control plane is etcd only.");
 
 export type KubernetesSpec = z.infer<typeof KubernetesSchema>;
 

@@ -7,49 +7,83 @@ import { parseDuration } from './duration.ts';
  */
 
 const OCTET = '(25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
-const IPV4 = new RegExp(`^${OCTET}(\\.${OCTET}){3}$`);
 const LABEL = '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?';
-const HOST_NAME = new RegExp(`^(?=.{1,253}$)${LABEL}(\\.${LABEL})*$`, 'i');
+
+/** The forms of an SSH address, for the CLI's check here and the CRD's CEL rule: no lookahead, as CEL's RE2 has none. */
+export const SSH_ADDRESS_FORMS = {
+  ipv4: `^${OCTET}(\\.${OCTET}){3}$`,
+  /** Case-insensitive, at most hostNameMaxLength characters. */
+  hostName: `^${LABEL}(\\.${LABEL})*$`,
+  hostNameMaxLength: 253,
+  /** All digits and dots is an IPv4 literal or nothing, never a name. */
+  digitsAndDots: '^[\\d.]+$',
+};
+const IPV4 = new RegExp(SSH_ADDRESS_FORMS.ipv4);
+const HOST_NAME = new RegExp(SSH_ADDRESS_FORMS.hostName, 'i');
+
+/** The words of the ssh provider's rules, shared by the CLI and the CRD's CEL rules (src/api/crd-rules.ts). */
+export const SSH_MESSAGES = {
+  onlyForSsh: (provider: string) => `only for provider ssh (this is ${provider})`,
+  identityFile: () => 'is required for provider ssh (the private key fastplane logs in with)',
+  knownHostsFile: () => 'is required for provider ssh (host keys are always verified)',
+  hostCount: (needed: string, got: string) => `needs at least replicas + rollout.maxSurge = ${needed} hosts, got ${got}`,
+  hostsOrProvision: () => 'give either hosts or provision hooks, not both',
+};
 
 /**
  * Where fastplane connects, and what goes into the member's URLs and certificate: an IPv4 literal or a
  * DNS host name, nothing else (no option for ssh, no URL, no shell word). All digits and dots is an
  * IPv4 literal or nothing, never a name.
  */
-export const SshAddressSchema = z.string().refine((text) => IPV4.test(text) || (HOST_NAME.test(text) && !/^[\d.]+$/.test(text)), {
-  error: 'must be an IPv4 address or a host name',
-});
+export const SshAddressSchema = z
+  .string()
+  .max(SSH_ADDRESS_FORMS.hostNameMaxLength, { error: 'must be an IPv4 address or a host name', abort: true })
+  .refine((text) => IPV4.test(text) || (HOST_NAME.test(text) && !new RegExp(SSH_ADDRESS_FORMS.digitsAndDots).test(text)), {
+    error: 'must be an IPv4 address or a host name',
+  })
+  .describe('Where fastplane connects: an IPv4 address or a DNS host name.');
 
 export const SshHostSchema = z
   .object({
     address: SshAddressSchema,
-    port: z.number().int().min(1).max(65535).default(22),
-    user: z.string().min(1).default('root'),
-    failureDomain: z.string().optional(),
+    port: z.number().int().min(1).max(65535).default(22).describe('The SSH port.'),
+    user: z.string().min(1).default('root').describe('The user fastplane logs in as.'),
+    failureDomain: z.string().optional().describe("The host's failure domain."),
   })
-  .strict();
+  .strict()
+  .describe('A host of the inventory.');
 
 export type SshHost = z.infer<typeof SshHostSchema>;
 
 export const ProvisionHooksSchema = z
   .object({
-    create: z.string().min(1, { error: 'must be a command' }),
-    delete: z.string().min(1, { error: 'must be a command' }).optional(),
+    create: z.string().min(1, { error: 'must be a command' }).describe('The command that creates a host and prints its address.'),
+    delete: z.string().min(1, { error: 'must be a command' }).optional().describe('The command that deletes a host.'),
     timeout: z
       .string()
+      .max(32, { error: 'timeout must be a duration such as 30s or 5m', abort: true })
       .refine((text) => parseDuration(text) !== undefined, { error: 'timeout must be a duration such as 30s or 5m' })
-      .default('10m'),
+      .default('10m')
+      .describe('How long a hook may run.'),
   })
-  .strict();
+  .strict()
+  .describe('Hooks that create hosts on demand, instead of an inventory.');
+
+const MAX_ETCD_BINARIES = 16;
 
 /** Added to the provider's object schema; all optional, checked together by checkSshProvider. */
 export const sshProviderFields = {
-  hosts: z.array(SshHostSchema).optional(),
-  identityFile: z.string().min(1).optional(),
-  knownHostsFile: z.string().min(1).optional(),
-  /** etcd binary per version on fastplane's side (default: the ones installed here). */
-  etcdBinaries: z.record(z.string(), z.string().min(1)).optional(),
-  baseDir: z.string().regex(/^\/[^\0]*[^/]$/, { error: 'must be an absolute directory path' }).optional(),
+  // Bounded, as the API server bounds the cost of the CRD's rules on each host (docs/crds.md).
+  hosts: z.array(SshHostSchema).max(100, { error: 'must be at most 100 hosts' }).optional().describe('provider ssh: the hosts machines run on; at least replicas + rollout.maxSurge, each address and port once.'),
+  identityFile: z.string().min(1).optional().describe('provider ssh: the private key fastplane logs in with.'),
+  knownHostsFile: z.string().min(1).optional().describe('provider ssh: the known_hosts file the host keys are verified with.'),
+  etcdBinaries: z
+    .record(z.string(), z.string().min(1))
+    .refine((binaries) => Object.keys(binaries).length <= MAX_ETCD_BINARIES, { error: `must name at most ${String(MAX_ETCD_BINARIES)} versions` })
+    // zod's JSON Schema has no bound for a refined record: say it, for the CRD.
+    .meta({ maxProperties: MAX_ETCD_BINARIES })
+    .optional().describe("provider ssh: the etcd binary per version on fastplane's side (default: the ones installed here)."),
+  baseDir: z.string().regex(/^\/[^\0]*[^/]$/, { error: 'must be an absolute directory path' }).optional().describe('provider ssh: the directory on each host that holds the members.'),
   provision: ProvisionHooksSchema.optional(),
 };
 
@@ -61,22 +95,24 @@ interface SshProviderView {
   provision?: unknown;
 }
 
+/** The provider fields only the ssh provider takes. */
+export const SSH_ONLY_FIELDS = ['hosts', 'identityFile', 'knownHostsFile', 'provision'] as const;
+
 /** Cross-field rules: what each provider needs, and enough hosts for the replicas plus a rollout's surge. */
 export function checkSshProvider(provider: SshProviderView, replicas: number, maxSurge: number, issue: (path: (string | number)[], message: string) => void): void {
-  const sshOnly = ['hosts', 'identityFile', 'knownHostsFile', 'provision'] as const;
   if (provider.name !== 'ssh') {
-    for (const field of sshOnly) if (provider[field] !== undefined) issue(['provider', field], `only for provider ssh (this is ${provider.name})`);
+    for (const field of SSH_ONLY_FIELDS) if (provider[field] !== undefined) issue(['provider', field], SSH_MESSAGES.onlyForSsh(provider.name));
     return;
   }
-  if (provider.identityFile === undefined) issue(['provider', 'identityFile'], 'is required for provider ssh (the private key fastplane logs in with)');
-  if (provider.knownHostsFile === undefined) issue(['provider', 'knownHostsFile'], 'is required for provider ssh (host keys are always verified)');
+  if (provider.identityFile === undefined) issue(['provider', 'identityFile'], SSH_MESSAGES.identityFile());
+  if (provider.knownHostsFile === undefined) issue(['provider', 'knownHostsFile'], SSH_MESSAGES.knownHostsFile());
   const hosts = provider.hosts ?? [];
   if (provider.provision === undefined) {
     if (hosts.length < replicas + maxSurge) {
-      issue(['provider', 'hosts'], `needs at least replicas + rollout.maxSurge = ${String(replicas + maxSurge)} hosts, got ${String(hosts.length)}`);
+      issue(['provider', 'hosts'], SSH_MESSAGES.hostCount(String(replicas + maxSurge), String(hosts.length)));
     }
   } else if (hosts.length > 0) {
-    issue(['provider', 'hosts'], 'give either hosts or provision hooks, not both');
+    issue(['provider', 'hosts'], SSH_MESSAGES.hostsOrProvision());
   }
   const seen = new Set<string>();
   hosts.forEach((host, i) => {

@@ -3,6 +3,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { InvalidInputError } from '../api/errors.ts';
 import type { benchCommand } from './commands/bench.ts';
 import type { ControllerFlags } from './commands/controller.ts';
+import type { InstallFlags } from './commands/crds.ts';
 import type { MaintainFlags } from './commands/maintain.ts';
 import type { RecoverFlags } from './commands/recover.ts';
 import type { RestoreFlags } from './commands/restore.ts';
@@ -40,8 +41,8 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
     if (error instanceof InvalidInputError) {
       process.stderr.write(`error: ${error.problems.join('\nerror: ')}\n`);
       code = EXIT.invalid;
-    } else if (error instanceof Error && error.name === 'EtcdStoreUnreachableError') {
-      // Not fastplane's fault, and nothing to debug in a stack: say where the store is not answering.
+    } else if (error instanceof Error && (error.name === 'EtcdStoreUnreachableError' || error.name === 'KubectlError')) {
+      // Not fastplane's fault, and nothing to debug in a stack: say what did not answer, or what kubectl said.
       process.stderr.write(`error: ${error.message}\n`);
       ctx?.log.error({ err: error }, 'state store unreachable');
       code = EXIT.internal;
@@ -245,6 +246,20 @@ export function buildProgram(): Command {
     .option('-f, --file <file>', 'KubeadmControlPlane (v1beta1 or v1beta2) or ControlPlane manifest')
     .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
     .action(async (flags: { file?: string; output: string }) => withContext(program, async () => (await import('./commands/convert.ts')).convertCommand(flags)));
+
+  program
+    .command('crds')
+    .description('print the CustomResourceDefinition of ControlPlane objects (controlplanes.fastplane.dev), generated from the manifest schema')
+    .addOption(new Option('-o, --output <format>', 'yaml or json').default('yaml'))
+    .action(async (flags: { output: string }) => withContext(program, async () => (await import('./commands/crds.ts')).crdsCommand(flags)));
+
+  program
+    .command('install')
+    .description('apply the CRDs (fastplane crds) to a cluster with kubectl and wait until they are served; only the CRDs for now: the RBAC comes with the controller')
+    .option('--kubeconfig <file>', 'the kubeconfig of the cluster (fastplane kubeconfig NAME writes one)')
+    .option('--kubectl <path>', 'the kubectl to run (default: the newest installed Kubernetes\'s)')
+    .addOption(new Option('--timeout <duration>', 'give up after this long').default('60s'))
+    .action(async (flags: InstallFlags) => withContext(program, async () => (await import('./commands/crds.ts')).installCommand(flags)));
 
   program
     .command('controller')

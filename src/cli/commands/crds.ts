@@ -1,0 +1,32 @@
+import { controlPlaneCrd, CRD_NAME, renderCrds } from '../../api/crd.ts';
+import { InvalidInputError } from '../../api/errors.ts';
+import { installedKubectl, runKubectl } from '../../adapters/kubernetes/kubectl.ts';
+import { parseDuration } from '../../api/duration.ts';
+import { EXIT } from '../exit-codes.ts';
+
+/** `fastplane crds`: the CustomResourceDefinitions, generated from the manifest schema, on stdout. */
+export function crdsCommand(flags: { output: string }): number {
+  if (flags.output !== 'yaml' && flags.output !== 'json') throw new InvalidInputError([`-o: must be yaml or json, got ${flags.output}`]);
+  process.stdout.write(flags.output === 'json' ? `${JSON.stringify(controlPlaneCrd(), null, 2)}\n` : renderCrds());
+  return EXIT.converged;
+}
+
+export interface InstallFlags {
+  kubeconfig?: string;
+  kubectl?: string;
+  timeout: string;
+}
+
+/**
+ * `fastplane install --kubeconfig FILE`: applies the CRDs with kubectl and waits until the API server
+ * serves them (Established). Only the CRDs: the controller's RBAC comes with the controller.
+ */
+export async function installCommand(flags: InstallFlags): Promise<number> {
+  if (flags.kubeconfig === undefined) throw new InvalidInputError(['--kubeconfig: give the kubeconfig of the cluster to install into (--kubeconfig FILE)']);
+  const timeoutMs = parseDuration(flags.timeout);
+  if (timeoutMs === undefined) throw new InvalidInputError([`--timeout: must be a duration such as 60s, got ${flags.timeout}`]);
+  const kubectl = flags.kubectl ?? installedKubectl();
+  process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['apply', '-f', '-'], renderCrds(), timeoutMs));
+  process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['wait', '--for=condition=Established', `crd/${CRD_NAME}`, `--timeout=${String(Math.ceil(timeoutMs / 1000))}s`], '', timeoutMs));
+  return EXIT.converged;
+}
