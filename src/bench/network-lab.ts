@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 // src/bench and dist/bench both sit two folders below the package root.
@@ -20,6 +21,11 @@ export interface LabInfo {
   identityFile: string;
   knownHostsFile: string;
   hosts: LabHost[];
+}
+
+export interface LinkBytes {
+  sent: number;
+  received: number;
 }
 
 export class NetLabError extends Error {
@@ -81,9 +87,28 @@ export class NetLab {
     this.run(['rate', rate, ...(hosts ? [hosts.join(',')] : [])]);
   }
 
-  /** Limits what each host receives (its own NIC's speed), e.g. `100mbit`. */
+  /** Limits only what each host receives, e.g. `100mbit`: an asymmetric link no real NIC has. */
   inboundRate(rate: string, hosts?: HostSet): void {
     this.run(['inrate', rate, ...(hosts ? [hosts.join(',')] : [])]);
+  }
+
+  /** Limits what each host sends and what it receives, each to `rate`: its own full-duplex NIC. */
+  linkRate(rate: string, hosts?: HostSet): void {
+    this.run(['link', rate, ...(hosts ? [hosts.join(',')] : [])]);
+  }
+
+  /**
+   * Bytes each host has sent and received over its link so far, by host number: the counters of its
+   * bridge port, whose transmit is the host's receive.
+   */
+  linkBytes(): Map<number, LinkBytes> {
+    const counter = (port: string, name: string): number => Number(readFileSync(`/sys/class/net/${port}/statistics/${name}`, 'utf8').trim());
+    return new Map(
+      this.info().hosts.map((h) => {
+        const port = `fpl-${String(this.lab)}-v${String(h.index)}`;
+        return [h.index, { sent: counter(port, 'rx_bytes'), received: counter(port, 'tx_bytes') }];
+      }),
+    );
   }
 
   heal(): void {

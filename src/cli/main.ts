@@ -207,7 +207,8 @@ export function buildProgram(): Command {
     )
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .option('--method <method>', 'with --keyspace: scale-up (one member, the keys written, then the rest join; the writes not timed) or restore (all machines at once, the first restoring the keyspace snapshot)', 'scale-up')
-    .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host receiving at most this rate (tc tbf), e.g. 100mbit')
+    .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host sending and receiving at most this rate (tc tbf each way), e.g. 100mbit')
+    .option('--asymmetric-lab', 'with --host-bandwidth: limit only what each host receives (no real NIC does this; named in every output)')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
     .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, async (ctx) => (await import('./commands/bench.ts')).benchCommand(ctx, flags)));
