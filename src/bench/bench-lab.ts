@@ -14,8 +14,11 @@ import { NetLab, type LabInfo, type LinkBytes } from './network-lab.ts';
  * before: a leader then sends to every learner at once at a multiple of its own link's rate.
  */
 
-/** Which directions of each host's link the lab limits. */
-export type LinkLimit = 'both-directions' | 'inbound-only';
+/** Which directions of each host's link the lab limits; `none` for UNLIMITED. */
+export type LinkLimit = 'both-directions' | 'inbound-only' | 'none';
+
+/** `--host-bandwidth unlimited`: the lab's hosts with no tc limit, only what the veths and bridge carry. */
+export const UNLIMITED = 'unlimited';
 
 /** tc's rate syntax: a number and bit, kbit, mbit or gbit. */
 const RATE = /^\d+(\.\d+)?(bit|kbit|mbit|gbit)$/i;
@@ -49,6 +52,7 @@ export class BenchLab {
     const hosts = BenchLab.hostsFor(replicas);
     const info = lab.up(hosts);
     try {
+      if (bandwidth === UNLIMITED || linkLimit === 'none') return new BenchLab(lab, info, UNLIMITED, 'none');
       if (linkLimit === 'both-directions') lab.linkRate(bandwidth);
       else lab.inboundRate(bandwidth);
     } catch (error) {

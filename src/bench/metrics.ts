@@ -75,6 +75,13 @@ function machineMetrics(record: MachineRecord, changes: EventRecord[], evidence:
   };
 }
 
+/** First AddLearner sent to last PromoteLearner done: the phase parallel learners shorten; null without joins. */
+function joinPhase(changes: EventRecord[]): number | null {
+  const first = changes.find((e) => e.action === 'AddLearner');
+  const last = changes.filter((e) => e.action === 'PromoteLearner').at(-1);
+  return first === undefined || last === undefined ? null : seconds((last.endedAt ?? last.at) - first.at);
+}
+
 /** A strategy run's figures, its bound from the provider's ready times and the calibration. */
 export function summarizeRun(evidence: RunEvidence, calibration: Calibration): StrategyRun {
   const records = [...evidence.machines].sort((a, b) => a.ordinal - b.ordinal);
@@ -138,6 +145,7 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     // etcd's refusals (5 s rule, not in sync) are recorded as Refused; other failed attempts count too.
     refusals: evidence.events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && (e.outcome === 'Refused' || e.outcome === 'Failed')).length,
     machines,
+    joinPhaseSeconds: joinPhase(changes),
     membership: changes.map((e) => ({ action: e.action ?? '', machine: e.machine ?? null, at: seconds(e.at - evidence.t0), endedAt: seconds((e.endedAt ?? e.at) - evidence.t0) })),
   };
   if (evidence.stages) result.stages = evidence.stages;

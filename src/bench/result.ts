@@ -115,6 +115,8 @@ export interface StrategyRun {
   /** Refused membership attempts (etcd's 5 s rule, learner not yet in sync), retried by the next pass. */
   refusals: number;
   machines: BenchMachine[];
+  /** First AddLearner sent to last PromoteLearner done; null without joins. */
+  joinPhaseSeconds: number | null;
   membership: BenchEvent[];
 }
 
@@ -152,6 +154,10 @@ export interface ModeFigures {
   efficiency: number;
   /** Against serial; null when serial did not run. */
   speedup: number | null;
+  /** Median join phase (first AddLearner to last PromoteLearner). */
+  joinPhaseSeconds: number | null;
+  /** Against `parallel` (one learner at a time): its seconds / these, and the same for the join phase; null when parallel did not run. */
+  overOneAtATime: { speedup: number; joinPhaseSpeedup: number | null } | null;
   refusals: number;
   /** Over every join of every run of this strategy. */
   promotionLatency: LatencySummary;

@@ -255,12 +255,21 @@ export function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures |
   const secondsMedian = medianSeconds(mine.map((s) => s.seconds)) ?? 0;
   const boundMedian = medianSeconds(mine.map((s) => s.boundSeconds)) ?? 0;
   const serial = medianOf(runsOf(runs, 'serial').map((s) => s.seconds));
+  const oneAtATime = runsOf(runs, 'parallel');
+  const joinPhases = (of: StrategyRun[]): number | null => medianOf(of.flatMap((s) => (s.joinPhaseSeconds === null ? [] : [s.joinPhaseSeconds])));
+  const joinPhase = joinPhases(mine);
+  const oneJoinPhase = joinPhases(oneAtATime);
   const all = latencies(runs, strategy);
   return {
     seconds: secondsMedian,
     boundSeconds: boundMedian,
     efficiency: ratio(boundMedian, secondsMedian),
     speedup: serial === null ? null : ratio(serial, secondsMedian),
+    joinPhaseSeconds: joinPhase,
+    overOneAtATime:
+      oneAtATime.length === 0
+        ? null
+        : { speedup: ratio(medianOf(oneAtATime.map((s) => s.seconds)) ?? 0, secondsMedian), joinPhaseSpeedup: joinPhase === null || oneJoinPhase === null ? null : ratio(oneJoinPhase, joinPhase) },
     refusals: medianOf(mine.map((s) => s.refusals)) ?? 0,
     promotionLatency: { medianSeconds: medianOf(all), maxSeconds: maxOf(all) },
   };

@@ -7,7 +7,7 @@ import type { Calibration } from '../../bench/calibration.ts';
 import { saveBenchResult } from '../../bench/result.ts';
 import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../../bench/runner.ts';
 import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
-import { BenchLab, benchLabNumber, isTcRate, type LinkLimit } from '../../bench/bench-lab.ts';
+import { BenchLab, benchLabNumber, isTcRate, UNLIMITED, type LinkLimit } from '../../bench/bench-lab.ts';
 import { memberLog } from '../../bench/etcd-log.ts';
 import { NetLabError } from '../../bench/network-lab.ts';
 import { startRestore } from '../../app/restore.ts';
@@ -40,6 +40,8 @@ export interface BenchFlags {
   hostBandwidth?: string;
   /** Limit only what each host receives (the older, asymmetric lab). */
   asymmetricLab?: boolean;
+  /** Every combination of the comma-separated --host-bandwidth, --keyspace and --provisioning-delay values, a bench each. */
+  sweep?: boolean;
   /** How the keyspace gets into the first member: scale-up (default) or restore. */
   method?: string;
 }
@@ -95,8 +97,8 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     }
   }
   const modes = parseModes(flags.modes, problems);
-  if (flags.hostBandwidth !== undefined && !isTcRate(flags.hostBandwidth)) {
-    problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit), got ${flags.hostBandwidth}`);
+  if (flags.hostBandwidth !== undefined && flags.hostBandwidth !== UNLIMITED && !isTcRate(flags.hostBandwidth)) {
+    problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit) or ${UNLIMITED}, got ${flags.hostBandwidth}`);
   }
   if (flags.asymmetricLab === true && flags.hostBandwidth === undefined) problems.push('--asymmetric-lab: only with --host-bandwidth');
   const method = flags.method ?? 'scale-up';
@@ -111,7 +113,7 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     problems.push(...error.problems);
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, linkLimit: flags.asymmetricLab === true ? 'inbound-only' : 'both-directions', method: method === 'restore' ? 'restore' : 'scale-up', output: flags.output === 'json' ? 'json' : 'table' };
+  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, linkLimit: flags.hostBandwidth === UNLIMITED ? 'none' : flags.asymmetricLab === true ? 'inbound-only' : 'both-directions', method: method === 'restore' ? 'restore' : 'scale-up', output: flags.output === 'json' ? 'json' : 'table' };
 }
 
 /**
@@ -144,6 +146,7 @@ function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
 
 /** How the lab limits each host's link; an asymmetric lab is named as such wherever it is used. */
 function labLink(rate: string, limit: LinkLimit | null | undefined): string {
+  if (limit === 'none' || rate === UNLIMITED) return "each host's link unlimited (the lab's veths and bridge only)";
   return limit === 'both-directions' ? `each host's link ${rate} each way` : `ASYMMETRIC LAB: only what each host receives limited, to ${rate}`;
 }
 
@@ -198,9 +201,8 @@ function renderResult(result: BenchResult): string {
   return lines.join('\n');
 }
 
-export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
-  const calibrationFile = ctx.hooks.benchCalibrationFile;
-  const options = { ...parseBenchFlags(flags), ...(calibrationFile === undefined ? {} : { calibration: JSON.parse(readFileSync(calibrationFile, 'utf8')) as Calibration }) };
+/** One bench on its own work dir (and lab): its result, or the exit code of a run that did not converge. */
+export async function benchOnce(ctx: CliContext, options: BenchOptions): Promise<BenchResult | number> {
   const workDir = prepareWorkDir(ctx.stateDir);
   let lab: BenchLab | undefined;
   if (options.hostBandwidth !== undefined) {
@@ -218,9 +220,8 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
   const active = new Set<ControlPlane>();
   const restoreSignals = stopOnSignal(active, (manifest) => host.destroy(manifest), workDir, () => lab?.down());
   let keepWorkDir = false;
-  let result: BenchResult;
   try {
-    result = await runBench(host, options, active, (line) => process.stderr.write(`bench: ${line}\n`));
+    return await runBench(host, options, active, (line) => process.stderr.write(`bench: ${line}\n`));
   } catch (error) {
     // Kept after a failed run: its fastplane.log says what went wrong. Its clusters are down either way.
     keepWorkDir = !(error instanceof InvalidInputError);
@@ -235,13 +236,22 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
     lab?.down();
     if (!keepWorkDir) rmSync(workDir, { recursive: true, force: true });
   }
+}
+
+/** A run ahead of its bound makes every figure measured against that bound suspect: say so, and fail. */
+export function failOnModelError(result: BenchResult): number {
+  if (result.modelErrors === 0) return EXIT.converged;
+  process.stderr.write(`error: bench: ${modelErrorText(result)}\n`);
+  return EXIT.internal;
+}
+
+export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
+  const calibrationFile = ctx.hooks.benchCalibrationFile;
+  const options = { ...parseBenchFlags(flags), ...(calibrationFile === undefined ? {} : { calibration: JSON.parse(readFileSync(calibrationFile, 'utf8')) as Calibration }) };
+  const result = await benchOnce(ctx, options);
+  if (typeof result === 'number') return result;
   const path = saveBenchResult(ctx.stateDir, result);
   process.stdout.write(`${options.output === 'json' ? JSON.stringify(result, null, 2) : renderResult(result)}\n`);
   process.stderr.write(`bench: result saved to ${path}\n`);
-  // A run ahead of its bound makes every figure measured against that bound suspect: say so, and fail.
-  if (result.modelErrors > 0) {
-    process.stderr.write(`error: bench: ${modelErrorText(result)}\n`);
-    return EXIT.internal;
-  }
-  return EXIT.converged;
+  return failOnModelError(result);
 }
