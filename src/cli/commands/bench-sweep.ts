@@ -33,8 +33,8 @@ export async function benchSweep(ctx: CliContext, flags: BenchFlags): Promise<nu
       sweep: false,
       hostBandwidth: cell.hostBandwidth,
       ...(cell.keyspaceBytes === 0 ? {} : { keyspace: String(cell.keyspaceBytes) }),
-      // A keyspace is restored by the first member, so it crosses that host's link inside the run.
-      method: cell.keyspaceBytes === 0 ? 'scale-up' : (flags.method ?? 'restore'),
+      // A keyspace is always restored by the first member (--method is not swept), so it crosses that host's link inside the run.
+      method: cell.keyspaceBytes === 0 ? 'scale-up' : 'restore',
       provisioningDelay: cell.provisioningDelay,
     }),
   );
