@@ -1,3 +1,5 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { BenchResult, Strategy } from './result.ts';
 
 /**
@@ -61,4 +63,17 @@ export function summarizeCell(cell: SweepCell, result: BenchResult, file: string
     learnersJoinPhaseOverOneAtATime: learners?.overOneAtATime?.joinPhaseSpeedup ?? null,
     modelErrors: result.modelErrors,
   };
+}
+
+/** The last sweep's summary under `<state dir>/bench/` (the newest `sweep-*` with one), or undefined. */
+export function loadLatestSweep(stateDir: string): SweepSummary | undefined {
+  const dir = join(stateDir, 'bench');
+  if (!existsSync(dir)) return undefined;
+  const newest = readdirSync(dir)
+    .filter((name) => name.startsWith('sweep-') && existsSync(join(dir, name, 'summary.json')))
+    .sort()
+    .at(-1);
+  if (newest === undefined) return undefined;
+  const parsed = JSON.parse(readFileSync(join(dir, newest, 'summary.json'), 'utf8')) as { kind?: unknown };
+  return parsed.kind === 'fastplane-bench-sweep' ? (parsed as SweepSummary) : undefined;
 }
