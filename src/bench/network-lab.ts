@@ -46,13 +46,14 @@ export class NetLab {
 
   constructor(readonly lab: number) {}
 
-  private run(args: string[]): string {
+  private run(args: string[], timeoutMs = 60_000): string {
     try {
-      return execFileSync('bash', [SCRIPT, ...args], { env: { ...process.env, FPL_LAB: String(this.lab) }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+      return execFileSync('bash', [SCRIPT, ...args], { env: { ...process.env, FPL_LAB: String(this.lab) }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
     } catch (error) {
       // The script says what is wrong (not root, no namespaces here, a bad rate) on stderr.
-      const stderr = (error as { stderr?: unknown }).stderr;
-      throw new NetLabError(typeof stderr === 'string' && stderr.trim() !== '' ? stderr.trim() : `netlab ${args[0] ?? ''} failed`, { cause: error });
+      const { stderr, status, signal } = error as { stderr?: unknown; status?: unknown; signal?: unknown };
+      const how = typeof signal === 'string' ? `killed by ${signal} (timeout ${String(timeoutMs)} ms?)` : `exit ${String(status)}`;
+      throw new NetLabError(typeof stderr === 'string' && stderr.trim() !== '' ? stderr.trim() : `netlab ${args[0] ?? ''} failed: ${how}`, { cause: error });
     }
   }
 
@@ -115,8 +116,9 @@ export class NetLab {
     if (this.upDone) this.run(['heal']);
   }
 
+  /** Kills every process in the lab's namespaces first: on a loaded host that can take minutes. */
   down(): void {
-    this.run(['down']);
+    this.run(['down'], 300_000);
     this.upDone = false;
   }
 }

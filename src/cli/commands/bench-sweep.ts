@@ -5,7 +5,7 @@ import type { BenchOptions } from '../../bench/runner.ts';
 import { summarizeCell, sweepCells, type SweepCellSummary, type SweepSummary } from '../../bench/sweep.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { CliContext } from '../context.ts';
-import { benchOnce, parseBenchFlags, parseSize, type BenchFlags } from './bench.ts';
+import { benchOnce, givenCalibration, parseBenchFlags, parseSize, type BenchFlags } from './bench.ts';
 
 /**
  * `bench --sweep`: a bench per cell of link rate x keyspace x provisioning, one after another (the
@@ -46,14 +46,15 @@ export async function benchSweep(ctx: CliContext, flags: BenchFlags): Promise<nu
     process.stderr.write(`bench: sweep cell ${String(i + 1)}/${String(cells.length)}: ${cell.hostBandwidth}, keyspace ${String(cell.keyspaceBytes)} bytes, provisioning ${cell.provisioningDelay}\n`);
     const options = optionsOf[i];
     if (options === undefined) continue;
-    const result = await benchOnce(ctx, options);
+    const result = await benchOnce(ctx, { ...options, ...givenCalibration(ctx) });
     if (typeof result === 'number') return result;
     const file = `cell-${String(i + 1)}-${cell.hostBandwidth}-${String(cell.keyspaceBytes)}b-${cell.provisioningDelay}.json`;
     writeFileSync(join(dir, file), `${JSON.stringify(result, null, 2)}\n`);
     summaries.push(summarizeCell(cell, result, file));
+    // Rewritten after every cell, so a sweep cut short keeps the map of the cells it finished.
+    writeFileSync(join(dir, 'summary.json'), `${JSON.stringify({ kind: 'fastplane-bench-sweep', startedAt, finishedAt: new Date().toISOString(), cells: summaries } satisfies SweepSummary, null, 2)}\n`);
   }
   const summary: SweepSummary = { kind: 'fastplane-bench-sweep', startedAt, finishedAt: new Date().toISOString(), cells: summaries };
-  writeFileSync(join(dir, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(summary, null, 2)}\n`);
   process.stderr.write(`bench: sweep saved to ${dir}\n`);
   const errors = summaries.filter((c) => c.modelErrors > 0);

@@ -233,9 +233,20 @@ export async function benchOnce(ctx: CliContext, options: BenchOptions): Promise
   } finally {
     restoreSignals();
     await bench.close();
-    lab?.down();
+    try {
+      lab?.down();
+    } catch (error) {
+      // The measurement is done: a lab that would not come down is reported, not a reason to lose it.
+      process.stderr.write(`warning: bench: the network lab was not removed (${error instanceof Error ? error.message : String(error)}); run scripts/netlab.sh down with FPL_LAB=${String(lab?.info.lab)}\n`);
+    }
     if (!keepWorkDir) rmSync(workDir, { recursive: true, force: true });
   }
+}
+
+/** Tests only (FASTPLANE_BENCH_CALIBRATION): the calibration to take instead of measuring one. */
+export function givenCalibration(ctx: CliContext): { calibration?: Calibration } {
+  const file = ctx.hooks.benchCalibrationFile;
+  return file === undefined ? {} : { calibration: JSON.parse(readFileSync(file, 'utf8')) as Calibration };
 }
 
 /** A run ahead of its bound makes every figure measured against that bound suspect: say so, and fail. */
@@ -246,8 +257,7 @@ export function failOnModelError(result: BenchResult): number {
 }
 
 export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
-  const calibrationFile = ctx.hooks.benchCalibrationFile;
-  const options = { ...parseBenchFlags(flags), ...(calibrationFile === undefined ? {} : { calibration: JSON.parse(readFileSync(calibrationFile, 'utf8')) as Calibration }) };
+  const options = { ...parseBenchFlags(flags), ...givenCalibration(ctx) };
   const result = await benchOnce(ctx, options);
   if (typeof result === 'number') return result;
   const path = saveBenchResult(ctx.stateDir, result);
