@@ -13,8 +13,8 @@ import { seconds } from './stats.ts';
  *  - join: an idle learner added, started, caught up (applied within 10 of the leader) and promoted:
  *    AddLearner sent to PromoteLearner done. Each join grows the same cluster, so the add is retried
  *    while etcd's add rule refuses it, and the sample starts at the add that was accepted.
- * Every term is one cold sample (the first start on a fresh disk and page cache, kept apart) and then
- * WARM_SAMPLES warm ones, of which the bound takes the fastest.
+ * Every term is one cold sample (the first start on a fresh disk and page cache, listed apart) and
+ * then WARM_SAMPLES warm ones; the bound takes the fastest of them all.
  */
 
 export interface Calibration {
@@ -27,17 +27,17 @@ export interface Calibration {
   /** With a keyspace: the warm catch-up and restore samples (empty when not measured). */
   catchUpSamplesSeconds: number[];
   restoreSamplesSeconds: number[];
-  /** Each term's first sample, left out of the fastest: it pays for a cold disk and page cache. */
+  /** Each term's first sample, listed apart (it pays for a cold disk and page cache) but counted in the fastest. */
   coldSeconds: { init: number; join: number; catchUp: number | null; restore: number | null };
   /**
-   * The fastest sample of each: the bound's init and join costs. A lower bound takes each cost at the
+   * The fastest sample of each, cold or warm: the bound's init and join costs. A lower bound takes each cost at the
    * fastest this host has shown; a median would let a run with a quick first election beat its bound
    * (a new member's first election varies by up to a second).
    */
   initSeconds: number;
   joinSeconds: number;
   /**
-   * With a keyspace: the bytes written, and the fastest warm join of a learner that had them to catch
+   * With a keyspace: the bytes written, and the fastest join (cold or warm) of a learner that had them to catch
    * up (add to promoted; each such learner is removed again, so every sample joins a 1-voter cluster);
    * null without a keyspace, or when no learner was in sync within 90 s.
    */
@@ -46,7 +46,7 @@ export interface Calibration {
   /**
    * With a keyspace brought up by restore: a 1-member cluster started from the keyspace's snapshot,
    * its copy to the machine's host included (over the host's own link on the lab), process started to
-   * serving: the fastest warm sample is the bound's init for those runs; null otherwise.
+   * serving: the fastest sample (cold or warm) is the bound's init for those runs; null otherwise.
    */
   restoreSeconds: number | null;
   /**
@@ -273,11 +273,13 @@ export async function calibrate(world: CalibrationWorld): Promise<Calibration> {
     catchUpSamplesSeconds: (catchUps?.warm ?? []).filter((v): v is number => v !== null),
     restoreSamplesSeconds: restores?.warm ?? [],
     coldSeconds: { init: inits.cold, join: joins.cold, catchUp: catchUps?.cold ?? null, restore: restores?.cold ?? null },
-    initSeconds: Math.min(...inits.warm),
-    joinSeconds: Math.min(...joins.warm),
+    // The fastest of every sample, the cold one too: a floor may use any cost this host has shown, and
+    // a cold sample is not always the slowest (a catch-up's first publish may not wait its timeout).
+    initSeconds: Math.min(inits.cold, ...inits.warm),
+    joinSeconds: Math.min(joins.cold, ...joins.warm),
     keyspaceBytes: keyspace?.bytes ?? null,
-    catchUpSeconds: fastest(catchUps?.warm ?? []),
-    restoreSeconds: fastest(restores?.warm ?? []),
+    catchUpSeconds: catchUps === null ? null : fastest([catchUps.cold, ...catchUps.warm]),
+    restoreSeconds: restores === null ? null : fastest([restores.cold, ...restores.warm]),
     leaderOutbound,
   };
 }
