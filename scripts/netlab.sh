@@ -11,7 +11,9 @@
 #   netlab.sh loss PCT [A]     drop PCT% of the packets each host in A (default: all) receives
 #   netlab.sh rate RATE [A]    limit what each host in A sends to RATE (tc tbf, e.g. 1mbit)
 #   netlab.sh inrate RATE [A]  limit what each host in A receives to RATE (tc tbf on its bridge port,
-#                              e.g. 100mbit): a host's own NIC, as the bench's --host-bandwidth
+#                              e.g. 100mbit), and only that: an asymmetric link (the bench's --asymmetric-lab)
+#   netlab.sh link RATE [A]    limit what each host in A sends and what it receives, each to RATE: a
+#                              host's own NIC, full duplex, as the bench's --host-bandwidth
 #   netlab.sh heal             remove every fault
 #
 # A host set is a comma-separated list of host numbers (1..N) or `fp` for fastplane's side (the bridge
@@ -241,14 +243,16 @@ case "$cmd" in
       [ "$h" = fp ] && die "rate applies to hosts, not fp"
       ip netns exec "$(ns "$h")" tc qdisc replace dev eth0 root tbf rate "$1" burst 32kbit latency 400ms
     done ;;
-  inrate)
-    [ -n "${1:-}" ] || die "inrate needs a rate such as 100mbit"
+  inrate | link)
+    [ -n "${1:-}" ] || die "$cmd needs a rate such as 100mbit"
     for h in $(hosts_of "${2:-all}"); do
-      [ "$h" = fp ] && die "inrate applies to hosts, not fp"
+      [ "$h" = fp ] && die "$cmd applies to hosts, not fp"
       # The bridge port's egress is the host's ingress. The burst covers a timer tick at 1gbit, so
       # the rate is reached; the latency bounds the queue.
       tc qdisc replace dev "fpl-$LAB-v$h" root tbf rate "$1" burst 4mbit latency 100ms
+      # Egress on the host's own interface, inside its namespace, with the same shape: what it sends.
+      if [ "$cmd" = link ]; then ip netns exec "$(ns "$h")" tc qdisc replace dev eth0 root tbf rate "$1" burst 4mbit latency 100ms; fi
     done ;;
   heal) heal ;;
-  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
 esac

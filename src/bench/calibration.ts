@@ -13,35 +13,46 @@ import { seconds } from './stats.ts';
  *  - join: an idle learner added, started, caught up (applied within 10 of the leader) and promoted:
  *    AddLearner sent to PromoteLearner done. Each join grows the same cluster, so the add is retried
  *    while etcd's add rule refuses it, and the sample starts at the add that was accepted.
+ * Every term is one cold sample (the first start on a fresh disk and page cache, listed apart) and
+ * then WARM_SAMPLES warm ones; the bound takes the fastest of them all.
  */
 
 export interface Calibration {
   version: string;
   /** The add rule the bound applies for this version (see critical-path-bound.ts). */
   addRule: AddRule;
+  /** The warm samples of each term (the cold ones are under `coldSeconds`). */
   initSamplesSeconds: number[];
   joinSamplesSeconds: number[];
+  /** With a keyspace: the warm catch-up and restore samples (empty when not measured). */
+  catchUpSamplesSeconds: number[];
+  restoreSamplesSeconds: number[];
+  /** Each term's first sample, listed apart (it pays for a cold disk and page cache) but counted in the fastest. */
+  coldSeconds: { init: number; join: number; catchUp: number | null; restore: number | null };
   /**
-   * The fastest sample of each: the bound's init and join costs. A lower bound takes each cost at the
+   * The fastest sample of each, cold or warm: the bound's init and join costs. A lower bound takes each cost at the
    * fastest this host has shown; a median would let a run with a quick first election beat its bound
    * (a new member's first election varies by up to a second).
    */
   initSeconds: number;
   joinSeconds: number;
   /**
-   * With a keyspace: the bytes written, and one learner's join that had them to catch up (add to
-   * promoted); null without a keyspace, or when that learner was not in sync within 90 s.
+   * With a keyspace: the bytes written, and the fastest join (cold or warm) of a learner that had them to catch
+   * up (add to promoted; each such learner is removed again, so every sample joins a 1-voter cluster);
+   * null without a keyspace, or when no learner was in sync within 90 s.
    */
   keyspaceBytes: number | null;
   catchUpSeconds: number | null;
   /**
    * With a keyspace brought up by restore: a 1-member cluster started from the keyspace's snapshot,
-   * process started (the restore first) to serving: the bound's init for those runs; null otherwise.
+   * its copy to the machine's host included (over the host's own link on the lab), process started to
+   * serving: the fastest sample (cold or warm) is the bound's init for those runs; null otherwise.
    */
   restoreSeconds: number | null;
   /**
-   * With a keyspace: the leader streaming its whole database to `streams` readers at once over links
-   * with no limit (etcd's snapshot call): what it can send in all, whatever the learners' links.
+   * With a keyspace: the leader streaming its whole database to `streams` readers at once (etcd's
+   * snapshot call), read from fastplane's side of the lab, so through the leader's own link: what it
+   * can send in all. On the lab with both directions limited, that is its uplink's rate.
    */
   leaderOutbound: { streams: number; bytesPerStream: number; seconds: number; bytesPerSecond: number } | null;
 }
@@ -69,9 +80,10 @@ export interface CalibrationWorld {
 }
 
 const POLL_MS = 20;
-const SAMPLES = 5;
-/** Machines the calibration holds at once: the kept init, its joins, and the keyspace cluster's two. */
-export const CALIBRATION_PEAK_MACHINES = SAMPLES + 3;
+/** Warm samples per term, after the cold one. */
+export const WARM_SAMPLES = 5;
+/** Machines the calibration holds at once: the kept init and its cold and warm joins. */
+export const CALIBRATION_PEAK_MACHINES = WARM_SAMPLES + 2;
 /** The cluster token of the 1-member cluster initialised on machine `ordinal`. */
 export const initToken = (ordinal: number): string => `calibration-${String(ordinal)}`;
 const WAIT_MS = 60_000;
@@ -102,9 +114,11 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, waitM
   }
 }
 
+const machineName = (ordinal: number): string => `calibration-${String(ordinal)}`;
+
 /** A new machine, provisioned (the calibration cluster has no provisioning delay). */
 export async function machine(world: CalibrationWorld, ordinal: number): Promise<MachineInfra> {
-  const name = `calibration-${String(ordinal)}`;
+  const name = machineName(ordinal);
   await world.provider.create({ cluster: world.cluster, name, ordinal });
   return until(`${name} provisioned`, async () => {
     const infra = await world.provider.describe(world.cluster, name);
@@ -135,9 +149,10 @@ export async function initSample(world: CalibrationWorld, ordinal: number, resto
 
 /**
  * Adds (retrying while etcd's rule refuses), starts, waits in sync and promotes a learner on a new
- * machine; returns AddLearner accepted to promoted. `token` is the leader's cluster token.
+ * machine; returns AddLearner accepted to promoted. `token` is the leader's cluster token. `leave`:
+ * the member is removed and its machine deleted once timed, so the next sample joins the same cluster.
  */
-export async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string, waitMs = WAIT_MS): Promise<number> {
+export async function joinSample(world: CalibrationWorld, ordinal: number, leader: MachineInfra, token: string, waitMs = WAIT_MS, leave = false): Promise<number> {
   const infra = await machine(world, ordinal);
   let started = 0;
   const { member, members } = await until('the learner add accepted', async () => {
@@ -166,8 +181,29 @@ export async function joinSample(world: CalibrationWorld, ordinal: number, leade
     await world.admin.promoteLearner([leader.clientURL], member.id);
     return true;
   });
-  return seconds(Date.now() - started);
+  const took = seconds(Date.now() - started);
+  if (leave) {
+    await until('the member removed', async () => {
+      await world.admin.removeMember([leader.clientURL], member.id);
+      return true;
+    });
+    await world.provider.delete(world.cluster, infra.name);
+  }
+  return took;
 }
+
+/** One cold sample, then WARM_SAMPLES warm ones; `sample(i)` gets 0 for the cold one. */
+async function sampled<T>(sample: (i: number) => Promise<T>): Promise<{ cold: T; warm: T[] }> {
+  const cold = await sample(0);
+  const warm: T[] = [];
+  for (let i = 1; i <= WARM_SAMPLES; i++) warm.push(await sample(i));
+  return { cold, warm };
+}
+
+const fastest = (values: (number | null)[]): number | null => {
+  const known = values.filter((v): v is number => v !== null);
+  return known.length === 0 ? null : Math.min(...known);
+};
 
 /** The leader's database streamed to several readers at once: bytes in all over the time the last took. */
 async function outboundRate(keyspace: NonNullable<CalibrationWorld['keyspace']>, endpoint: string): Promise<NonNullable<Calibration['leaderOutbound']>> {
@@ -178,53 +214,72 @@ async function outboundRate(keyspace: NonNullable<CalibrationWorld['keyspace']>,
   return { streams: keyspace.streams, bytesPerStream: Math.max(...sizes), seconds: seconds(elapsed * 1000), bytesPerSecond: Math.round(total / elapsed) };
 }
 
-/** `samples` inits (the last one kept as the leader), then `samples` joins into its cluster. */
-export async function calibrate(world: CalibrationWorld, samples = SAMPLES): Promise<Calibration> {
-  const inits: number[] = [];
-  let leader: MachineInfra | undefined;
-  for (let i = 1; i <= samples; i++) {
-    const sample = await initSample(world, i);
-    inits.push(sample.seconds);
-    if (i < samples) await world.provider.delete(world.cluster, sample.infra.name);
-    else leader = sample.infra;
-  }
-  if (leader === undefined) throw new Error('calibration needs at least one sample');
-  const joins: number[] = [];
-  for (let i = 1; i <= samples; i++) joins.push(await joinSample(world, samples + i, leader, initToken(samples)));
-  let catchUpSeconds: number | null = null;
+/**
+ * Inits (the last one kept as the leader), then joins into its cluster; with a keyspace, a cluster of
+ * its own for the outbound rate, the restores and the catch-ups. Every machine is deleted by the end
+ * except the last leader; the caller destroys the provider cluster.
+ */
+export async function calibrate(world: CalibrationWorld): Promise<Calibration> {
+  const held: MachineInfra[] = [];
+  const inits = await sampled(async (i) => {
+    const sample = await initSample(world, i + 1);
+    const last = held.pop();
+    if (last !== undefined) await world.provider.delete(world.cluster, last.name);
+    held.push(sample.infra);
+    return sample.seconds;
+  });
+  const leader = held[0];
+  if (leader === undefined) throw new Error('calibration kept no leader');
+  let ordinal = WARM_SAMPLES + 1;
+  const joins = await sampled(() => joinSample(world, ++ordinal, leader, initToken(WARM_SAMPLES + 1)));
+  let catchUps: { cold: number | null; warm: (number | null)[] } | null = null;
+  let restores: { cold: number; warm: number[] } | null = null;
   let leaderOutbound: Calibration['leaderOutbound'] = null;
-  let restoreSeconds: number | null = null;
-  if (world.keyspace !== undefined) {
+  const keyspace = world.keyspace;
+  if (keyspace !== undefined) {
+    // The joined cluster is done with: its machines go, so the lab's hosts are free for the rest.
+    for (let o = WARM_SAMPLES + 1; o <= ordinal; o++) await world.provider.delete(world.cluster, machineName(o));
     // A cluster of its own, so the keyspace is written to one member only, as in the runs.
-    const ordinal = 2 * samples + 1;
-    const { infra } = await initSample(world, ordinal);
-    await world.keyspace.write([infra.clientURL]);
-    leaderOutbound = await outboundRate(world.keyspace, infra.clientURL);
-    // The catch-up is timed into the cluster the runs' learners join: the written one, or one restored
-    // from its snapshot (on the host the written one had, so the calibration's peak stays the same).
-    let leader = { infra, token: initToken(ordinal) };
-    if (world.keyspace.save !== undefined) {
-      const snapshot = await world.keyspace.save(infra.clientURL);
-      await world.provider.delete(world.cluster, infra.name);
-      const restored = await initSample(world, ordinal + 2, snapshot);
-      restoreSeconds = restored.seconds;
-      leader = { infra: restored.infra, token: initToken(ordinal + 2) };
+    const written = await initSample(world, ++ordinal);
+    let keyLeader = { infra: written.infra, token: initToken(ordinal) };
+    await keyspace.write([written.infra.clientURL]);
+    leaderOutbound = await outboundRate(keyspace, written.infra.clientURL);
+    if (keyspace.save !== undefined) {
+      // The catch-ups are timed into the cluster the runs' learners join: one restored from the snapshot.
+      const snapshot = await keyspace.save(written.infra.clientURL);
+      await world.provider.delete(world.cluster, written.infra.name);
+      let kept: MachineInfra | undefined;
+      restores = await sampled(async () => {
+        if (kept !== undefined) await world.provider.delete(world.cluster, kept.name);
+        const restored = await initSample(world, ++ordinal, snapshot);
+        kept = restored.infra;
+        keyLeader = { infra: restored.infra, token: initToken(ordinal) };
+        return restored.seconds;
+      });
     }
-    catchUpSeconds = await joinSample(world, ordinal + 1, leader.infra, leader.token, CATCH_UP_WAIT_MS).catch((error: unknown) => {
-      if (error instanceof CalibrationTimeout) return null;
-      throw error;
-    });
+    const into = keyLeader;
+    catchUps = await sampled(() =>
+      joinSample(world, ++ordinal, into.infra, into.token, CATCH_UP_WAIT_MS, true).catch((error: unknown) => {
+        if (error instanceof CalibrationTimeout) return null;
+        throw error;
+      }),
+    );
   }
   return {
     version: world.version,
     addRule: addRuleFor(world.version),
-    initSamplesSeconds: inits,
-    joinSamplesSeconds: joins,
-    initSeconds: Math.min(...inits),
-    joinSeconds: Math.min(...joins),
-    keyspaceBytes: world.keyspace?.bytes ?? null,
-    catchUpSeconds,
-    restoreSeconds,
+    initSamplesSeconds: inits.warm,
+    joinSamplesSeconds: joins.warm,
+    catchUpSamplesSeconds: (catchUps?.warm ?? []).filter((v): v is number => v !== null),
+    restoreSamplesSeconds: restores?.warm ?? [],
+    coldSeconds: { init: inits.cold, join: joins.cold, catchUp: catchUps?.cold ?? null, restore: restores?.cold ?? null },
+    // The fastest of every sample, the cold one too: a floor may use any cost this host has shown, and
+    // a cold sample is not always the slowest (a catch-up's first publish may not wait its timeout).
+    initSeconds: Math.min(inits.cold, ...inits.warm),
+    joinSeconds: Math.min(joins.cold, ...joins.warm),
+    keyspaceBytes: keyspace?.bytes ?? null,
+    catchUpSeconds: catchUps === null ? null : fastest([catchUps.cold, ...catchUps.warm]),
+    restoreSeconds: restores === null ? null : fastest([restores.cold, ...restores.warm]),
     leaderOutbound,
   };
 }

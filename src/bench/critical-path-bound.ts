@@ -1,8 +1,12 @@
 /**
- * The critical-path lower bound of a bring-up: how soon any controller could have every machine a
- * voter, given when the provider made each machine ready, what an init and a join cost on this host
- * (calibrated on a separate cluster, never taken from the run being judged), and etcd's rule for when
- * a learner may be added. Pure, so every bound can be recomputed by hand from the inputs kept with it.
+ * The critical-path lower bound of a bring-up of one design: the first ready machine initialised (or
+ * restored from a snapshot), every other member joining it as a learner that catches up from the
+ * leader. It says how soon a controller of that design could have every machine a voter, given when
+ * the provider made each machine ready, what an init (or restore) and a join cost on this host (the
+ * fastest of warm samples on a separate cluster, never taken from the run being judged), and etcd's
+ * rule for when a learner may be added. It does not bound other designs: every member restoring the
+ * same snapshot at once (etcd's disaster-recovery shape) sends no catch-up through the leader and can
+ * be faster. Pure, so every bound can be recomputed by hand from the inputs kept with it.
  *
  * The model, in seconds from the start of the run:
  *  - the first ready machine is initialised: it serves at ready + init;
@@ -12,8 +16,8 @@
  *    than L learners not yet promoted) instead of the previous promotion, and adds still go one after
  *    another; promotions stay one at a time, each `join` after its own add at the earliest;
  *  - with a keyspace, every learner receives the leader's whole database as a snapshot, and the
- *    leader cannot send faster than its calibrated outbound rate (several readers at once): the n-th
- *    promotion comes no sooner than n snapshots' bytes after the first add;
+ *    leader cannot send faster than its calibrated outbound rate (several readers at once, through
+ *    its own link): the n-th promotion comes no sooner than n snapshots' bytes after the first add;
  *  - a new voter counts as connected to the leader from its add, the earliest its peer link can exist,
  *    which keeps the bound a lower bound;
  *  - machines join in the order they became ready (all joins cost the same, so this is optimal).

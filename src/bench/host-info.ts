@@ -12,6 +12,11 @@ export interface HostInfo {
   loadAverage: number[];
 }
 
+/** 1, 5 and 15 min, as `uptime` prints them. */
+export function loadAverage(): number[] {
+  return loadavg().map((n) => Math.round(n * 100) / 100);
+}
+
 export function hostInfo(): HostInfo {
   let os = 'unknown';
   try {
@@ -27,6 +32,6 @@ export function hostInfo(): HostInfo {
     os,
     kernel: release(),
     node: process.version,
-    loadAverage: loadavg().map((n) => Math.round(n * 100) / 100),
+    loadAverage: loadAverage(),
   };
 }

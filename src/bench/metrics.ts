@@ -5,6 +5,7 @@ import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound
 import type { Calibration } from './calibration.ts';
 import { learnerSnapshotFromLog, logShowsSnapshot } from './etcd-log.ts';
 import { MEMBERSHIP_ACTIONS } from './membership.ts';
+import { milestonesAhead } from './milestones.ts';
 import { promotionLatencyMs, type WatchedJoin } from './promotion-watcher.ts';
 import type { BenchMachine, Strategy, StrategyRun } from './result.ts';
 import { medianAndMax, ratio, seconds } from './stats.ts';
@@ -29,6 +30,8 @@ export interface RunEvidence {
   /** Brought up from the keyspace's snapshot: the first member restores it, every learner catches it up. */
   restored?: boolean;
   stages?: StrategyRun['stages'];
+  linkBytes: StrategyRun['linkBytes'];
+  loadAverage: number[];
 }
 
 /** Successful membership changes, oldest first. */
@@ -72,6 +75,13 @@ function machineMetrics(record: MachineRecord, changes: EventRecord[], evidence:
   };
 }
 
+/** First AddLearner sent to last PromoteLearner done: the phase parallel learners shorten; null without joins. */
+function joinPhase(changes: EventRecord[]): number | null {
+  const first = changes.find((e) => e.action === 'AddLearner');
+  const last = changes.filter((e) => e.action === 'PromoteLearner').at(-1);
+  return first === undefined || last === undefined ? null : seconds((last.endedAt ?? last.at) - first.at);
+}
+
 /** A strategy run's figures, its bound from the provider's ready times and the calibration. */
 export function summarizeRun(evidence: RunEvidence, calibration: Calibration): StrategyRun {
   const records = [...evidence.machines].sort((a, b) => a.ordinal - b.ordinal);
@@ -108,6 +118,16 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
   const bound = criticalPathBound(inputs);
   const boundSeconds = seconds((upBound + bound.seconds) * 1000);
   const runSeconds = seconds(evidence.elapsedMs);
+  // The run's own moments on the bound's clock.
+  const onBoundClock = (at: number): number => (at - boundT0) / 1000;
+  const firstAdd = changes.find((e) => e.action === 'AddLearner');
+  const initVoterAt = initRecord?.phaseTimes.Voter;
+  const servingAt = [initVoterAt, firstAdd === undefined ? undefined : (firstAdd.endedAt ?? firstAdd.at)].filter((t): t is number => t !== undefined);
+  const ahead = milestonesAhead(bound, inputs.joinSeconds, {
+    initServingAt: servingAt.length === 0 ? null : onBoundClock(Math.min(...servingAt)),
+    promotedAt: changes.filter((e) => e.action === 'PromoteLearner').map((e) => onBoundClock(e.endedAt ?? e.at)),
+    catchUps: machines.flatMap((m) => (m.joinSeconds === null ? [] : [{ machine: m.name, seconds: m.joinSeconds }])),
+  });
   const latencies = machines.flatMap((m) => (m.promotionLatencySeconds === null ? [] : [m.promotionLatencySeconds]));
   const result: StrategyRun = {
     strategy: evidence.strategy,
@@ -115,13 +135,17 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     seconds: runSeconds,
     boundSeconds,
     efficiency: ratio(boundSeconds, runSeconds),
-    modelError: boundSeconds > runSeconds,
+    modelError: boundSeconds > runSeconds || ahead.length > 0,
+    milestonesAhead: ahead,
+    linkBytes: evidence.linkBytes,
+    loadAverage: evidence.loadAverage,
     bound: { inputs, ...bound },
     promotionLatency: medianAndMax(latencies),
     passes: evidence.passes,
     // etcd's refusals (5 s rule, not in sync) are recorded as Refused; other failed attempts count too.
     refusals: evidence.events.filter((e) => e.action !== undefined && MEMBERSHIP_ACTIONS.has(e.action) && (e.outcome === 'Refused' || e.outcome === 'Failed')).length,
     machines,
+    joinPhaseSeconds: joinPhase(changes),
     membership: changes.map((e) => ({ action: e.action ?? '', machine: e.machine ?? null, at: seconds(e.at - evidence.t0), endedAt: seconds((e.endedAt ?? e.at) - evidence.t0) })),
   };
   if (evidence.stages) result.stages = evidence.stages;

@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 // src/bench and dist/bench both sit two folders below the package root.
@@ -22,6 +23,11 @@ export interface LabInfo {
   hosts: LabHost[];
 }
 
+export interface LinkBytes {
+  sent: number;
+  received: number;
+}
+
 export class NetLabError extends Error {
   override readonly name = 'NetLabError';
 }
@@ -40,13 +46,14 @@ export class NetLab {
 
   constructor(readonly lab: number) {}
 
-  private run(args: string[]): string {
+  private run(args: string[], timeoutMs = 60_000): string {
     try {
-      return execFileSync('bash', [SCRIPT, ...args], { env: { ...process.env, FPL_LAB: String(this.lab) }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+      return execFileSync('bash', [SCRIPT, ...args], { env: { ...process.env, FPL_LAB: String(this.lab) }, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: timeoutMs });
     } catch (error) {
       // The script says what is wrong (not root, no namespaces here, a bad rate) on stderr.
-      const stderr = (error as { stderr?: unknown }).stderr;
-      throw new NetLabError(typeof stderr === 'string' && stderr.trim() !== '' ? stderr.trim() : `netlab ${args[0] ?? ''} failed`, { cause: error });
+      const { stderr, status, signal } = error as { stderr?: unknown; status?: unknown; signal?: unknown };
+      const how = typeof signal === 'string' ? `killed by ${signal} (timeout ${String(timeoutMs)} ms?)` : `exit ${String(status)}`;
+      throw new NetLabError(typeof stderr === 'string' && stderr.trim() !== '' ? stderr.trim() : `netlab ${args[0] ?? ''} failed: ${how}`, { cause: error });
     }
   }
 
@@ -81,17 +88,37 @@ export class NetLab {
     this.run(['rate', rate, ...(hosts ? [hosts.join(',')] : [])]);
   }
 
-  /** Limits what each host receives (its own NIC's speed), e.g. `100mbit`. */
+  /** Limits only what each host receives, e.g. `100mbit`: an asymmetric link no real NIC has. */
   inboundRate(rate: string, hosts?: HostSet): void {
     this.run(['inrate', rate, ...(hosts ? [hosts.join(',')] : [])]);
+  }
+
+  /** Limits what each host sends and what it receives, each to `rate`: its own full-duplex NIC. */
+  linkRate(rate: string, hosts?: HostSet): void {
+    this.run(['link', rate, ...(hosts ? [hosts.join(',')] : [])]);
+  }
+
+  /**
+   * Bytes each host has sent and received over its link so far, by host number: the counters of its
+   * bridge port, whose transmit is the host's receive.
+   */
+  linkBytes(): Map<number, LinkBytes> {
+    const counter = (port: string, name: string): number => Number(readFileSync(`/sys/class/net/${port}/statistics/${name}`, 'utf8').trim());
+    return new Map(
+      this.info().hosts.map((h) => {
+        const port = `fpl-${String(this.lab)}-v${String(h.index)}`;
+        return [h.index, { sent: counter(port, 'rx_bytes'), received: counter(port, 'tx_bytes') }];
+      }),
+    );
   }
 
   heal(): void {
     if (this.upDone) this.run(['heal']);
   }
 
+  /** Kills every process in the lab's namespaces first: on a loaded host that can take minutes. */
   down(): void {
-    this.run(['down']);
+    this.run(['down'], 300_000);
     this.upDone = false;
   }
 }

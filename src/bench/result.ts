@@ -1,10 +1,13 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MachinePhase } from '../domain/machine.ts';
+import type { LinkLimit } from './bench-lab.ts';
 import type { Bound, BoundInputs } from './critical-path-bound.ts';
 import type { Calibration } from './calibration.ts';
 import type { LearnerSnapshot } from './etcd-log.ts';
 import type { HostInfo } from './host-info.ts';
+import type { MilestoneAhead } from './milestones.ts';
+import type { LinkBytes } from './network-lab.ts';
 
 /**
  * How a keyspace gets into the first member: `scale-up` writes it into a 1-member cluster, then
@@ -95,8 +98,14 @@ export interface StrategyRun {
   boundSeconds: number;
   /** bound / seconds, never clipped. */
   efficiency: number;
-  /** The run beat its bound: the model (or its calibration) is wrong, not the run fast. */
+  /** The run beat its bound, at the end or at a milestone: the model (or its calibration) is wrong, not the run fast. */
   modelError: boolean;
+  /** The milestones (init serving, each catch-up, each promotion) at which the run was ahead of its bound. */
+  milestonesAhead: MilestoneAhead[];
+  /** With a lab: what each host sent and received over its link during the run, by address, with the run's machines on it. */
+  linkBytes: Record<string, LinkBytes & { machines: string[] }> | null;
+  /** The host's load average (1, 5, 15 min, as `uptime`) when the run ended: the lab's CPU is shared. */
+  loadAverage: number[];
   bound: { inputs: BoundInputs } & Bound;
   /** Caught up to listed as a voter, from the watcher, over this run's joins. */
   promotionLatency: LatencySummary;
@@ -106,6 +115,8 @@ export interface StrategyRun {
   /** Refused membership attempts (etcd's 5 s rule, learner not yet in sync), retried by the next pass. */
   refusals: number;
   machines: BenchMachine[];
+  /** First AddLearner sent to last PromoteLearner done; null without joins. */
+  joinPhaseSeconds: number | null;
   membership: BenchEvent[];
 }
 
@@ -143,6 +154,10 @@ export interface ModeFigures {
   efficiency: number;
   /** Against serial; null when serial did not run. */
   speedup: number | null;
+  /** Median join phase (first AddLearner to last PromoteLearner). */
+  joinPhaseSeconds: number | null;
+  /** Against `parallel` (one learner at a time): its seconds / these, and the same for the join phase; null when parallel did not run. */
+  overOneAtATime: { speedup: number; joinPhaseSpeedup: number | null } | null;
   refusals: number;
   /** Over every join of every run of this strategy. */
   promotionLatency: LatencySummary;
@@ -153,8 +168,11 @@ export interface BenchResult extends BenchFigures {
   startedAt: string;
   finishedAt: string;
   host: HostInfo;
-  /** `hostBandwidth`: each host's inbound link on the network lab; null (or absent, in older results) on loopback. */
-  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; method?: BenchMethod; modes: Strategy[]; hostBandwidth?: string | null };
+  /**
+   * `hostBandwidth`: each host's link on the network lab; null (or absent, in older results) on
+   * loopback. `linkLimit`: which directions it limits (absent in older results: inbound only).
+   */
+  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; method?: BenchMethod; modes: Strategy[]; hostBandwidth?: string | null; linkLimit?: LinkLimit | null };
   /** The headline figures above are these medians over runs. */
   medians: BenchFigures;
   /** Per strategy run (`--modes`), the same figures side by side. */

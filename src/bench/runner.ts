@@ -11,7 +11,9 @@ import type { MachineFacts, MachineProvider } from '../ports/machine-provider.ts
 import type { EventRecord, MachineRecord, SnapshotSource } from '../domain/machine.ts';
 import type { Convergence } from '../reconciler/converge.ts';
 import { calibrate, type Calibration } from './calibration.ts';
-import { hostInfo } from './host-info.ts';
+import type { LinkLimit } from './bench-lab.ts';
+import { hostInfo, loadAverage } from './host-info.ts';
+import type { LinkBytes } from './network-lab.ts';
 import { summarizeRun, type RunEvidence } from './metrics.ts';
 import { preloadKeys, summarizePreload } from './preload.ts';
 import { PromotionWatcher } from './promotion-watcher.ts';
@@ -34,9 +36,13 @@ export interface BenchOptions {
   timeoutMs: number;
   /** The strategies to run, each once per run. */
   modes: Strategy[];
-  /** Each host's inbound link on the network lab (tc rate), or undefined on this host's loopback. */
+  /** Each host's link on the network lab (tc rate), or undefined on this host's loopback. */
   hostBandwidth: string | undefined;
+  /** Which directions of each host's link the lab limits; both unless --asymmetric-lab. */
+  linkLimit: LinkLimit;
   method: BenchMethod;
+  /** Tests only: a calibration taken as given instead of measured (no keyspace, so no snapshot to restore). */
+  calibration?: Calibration;
 }
 
 /** How one reconcile of a spec ended (epoch ms). */
@@ -72,8 +78,8 @@ export interface BenchHost {
   memberLog(cluster: string, machine: string): string | null;
   /** Records a new control plane that starts from `snapshot`, as `fastplane restore` does. */
   restore(manifest: ControlPlane, snapshot: SnapshotSource): Promise<void>;
-  /** Puts the snapshot where every machine's host finds it without a copy (ssh: staged on each host). */
-  stageSnapshot(snapshot: SnapshotSource): void;
+  /** On a lab: the bytes each host has sent and received over its link so far, by address; null on loopback. */
+  linkBytes(): Map<string, LinkBytes> | null;
 }
 
 export class BenchRunFailed extends Error {
@@ -131,7 +137,6 @@ async function calibration(host: BenchHost, version: string, keyspaceBytes: numb
                   // The snapshot call ends the file once every chunk is written.
                   await maintenance.snapshot(endpoint, createWriteStream(file));
                   const snapshot = { file, sha256: await sha256OfFile(file) };
-                  host.stageSnapshot(snapshot);
                   onSnapshot(snapshot);
                   return snapshot;
                 },
@@ -166,6 +171,7 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
   const admin = ownClient(host, manifest);
   const watcher = new PromotionWatcher(admin, async () => (await provider.machineFacts(name)).map((m) => m.clientURL));
   watcher.start();
+  const bytesBefore = host.linkBytes();
   try {
     // Method restore: the whole bring-up is timed, every machine provisioned at once (serial: in turn)
     // and the first one ready restoring the keyspace the others then catch up.
@@ -209,6 +215,8 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
       scaleFrom: last === up ? null : { t0: last.startedAt, existingVoters: 1 },
       restored: snapshot !== undefined,
       ...(stages === undefined ? {} : { stages }),
+      linkBytes: bytesSince(bytesBefore, host.linkBytes(), facts),
+      loadAverage: loadAverage(),
     };
     return summarizeRun(evidence, cal);
   } finally {
@@ -217,6 +225,19 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
     await host.destroy(manifest);
     active.delete(manifest);
   }
+}
+
+/** What each host sent and received between two readings, with the run's machines on it; hosts that moved nothing are left out. */
+function bytesSince(before: Map<string, LinkBytes> | null, after: Map<string, LinkBytes> | null, facts: Map<string, MachineFacts>): StrategyRun['linkBytes'] {
+  if (before === null || after === null) return null;
+  const moved: NonNullable<StrategyRun['linkBytes']> = {};
+  for (const [address, now] of after) {
+    const then = before.get(address) ?? { sent: 0, received: 0 };
+    const machines = [...facts.values()].filter((m) => new URL(m.clientURL).hostname === address).map((m) => m.name);
+    const delta = { sent: now.sent - then.sent, received: now.received - then.received, machines };
+    if (delta.sent > 0 || delta.received > 0) moved[address] = delta;
+  }
+  return moved;
 }
 
 const runsOf = (runs: BenchRun[], strategy: Strategy): StrategyRun[] => runs.flatMap((r) => r[strategy] ?? []);
@@ -234,12 +255,21 @@ export function modeFigures(runs: BenchRun[], strategy: Strategy): ModeFigures |
   const secondsMedian = medianSeconds(mine.map((s) => s.seconds)) ?? 0;
   const boundMedian = medianSeconds(mine.map((s) => s.boundSeconds)) ?? 0;
   const serial = medianOf(runsOf(runs, 'serial').map((s) => s.seconds));
+  const oneAtATime = runsOf(runs, 'parallel');
+  const joinPhases = (of: StrategyRun[]): number | null => medianOf(of.flatMap((s) => (s.joinPhaseSeconds === null ? [] : [s.joinPhaseSeconds])));
+  const joinPhase = joinPhases(mine);
+  const oneJoinPhase = joinPhases(oneAtATime);
   const all = latencies(runs, strategy);
   return {
     seconds: secondsMedian,
     boundSeconds: boundMedian,
     efficiency: ratio(boundMedian, secondsMedian),
     speedup: serial === null ? null : ratio(serial, secondsMedian),
+    joinPhaseSeconds: joinPhase,
+    overOneAtATime:
+      oneAtATime.length === 0
+        ? null
+        : { speedup: ratio(medianOf(oneAtATime.map((s) => s.seconds)) ?? 0, secondsMedian), joinPhaseSpeedup: joinPhase === null || oneJoinPhase === null ? null : ratio(oneJoinPhase, joinPhase) },
     refusals: medianOf(mine.map((s) => s.refusals)) ?? 0,
     promotionLatency: { medianSeconds: medianOf(all), maxSeconds: maxOf(all) },
   };
@@ -280,7 +310,8 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
           snapshot = saved;
         }
       : undefined;
-  const cal = await calibration(host, version, options.preloadBytes, options.replicas - 1, saveSnapshot);
+  if (options.calibration !== undefined && options.preloadBytes !== undefined) throw new InvalidInputError(['a given calibration is for benches without a keyspace']);
+  const cal = options.calibration ?? (await calibration(host, version, options.preloadBytes, options.replicas - 1, saveSnapshot));
   if (options.method === 'restore' && snapshot === undefined) throw new Error('the calibration saved no keyspace snapshot for the restore method');
   const runs: BenchRun[] = [];
   for (let run = 1; run <= options.runs; run++) {
@@ -309,7 +340,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     host: host0,
-    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, method: options.method, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null },
+    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, method: options.method, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null, linkLimit: options.hostBandwidth === undefined ? null : options.linkLimit },
     medians: headline,
     modes,
     calibration: cal,

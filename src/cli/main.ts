@@ -218,10 +218,14 @@ export function buildProgram(): Command {
     )
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
     .option('--method <method>', 'with --keyspace: scale-up (one member, the keys written, then the rest join; the writes not timed) or restore (all machines at once, the first restoring the keyspace snapshot)', 'scale-up')
-    .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host receiving at most this rate (tc tbf), e.g. 100mbit')
+    .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host sending and receiving at most this rate (tc tbf each way), e.g. 100mbit')
+    .option('--sweep', 'a bench per combination of the comma-separated --host-bandwidth (a rate or unlimited), --keyspace (0: none) and --provisioning-delay values; a JSON per cell and a summary')
+    .option('--asymmetric-lab', 'with --host-bandwidth: limit only what each host receives (no real NIC does this; named in every output)')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .action(async (flags: Parameters<typeof benchCommand>[1]) => withContext(program, async (ctx) => (await import('./commands/bench.ts')).benchCommand(ctx, flags)));
+    .action(async (flags: Parameters<typeof benchCommand>[1]) =>
+      withContext(program, async (ctx) => (flags.sweep === true ? (await import('./commands/bench-sweep.ts')).benchSweep(ctx, flags) : (await import('./commands/bench.ts')).benchCommand(ctx, flags))),
+    );
 
   program
     .command('report <name>')

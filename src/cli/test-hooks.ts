@@ -18,9 +18,11 @@ export interface TestHooks {
   provisioningFailureMarker: boolean;
   /** FASTPLANE_CERT_VALIDITY: member and client certificates issued with this lifetime (to test renewal ahead of expiry). */
   certValidityMs: number | undefined;
+  /** FASTPLANE_BENCH_CALIBRATION: a file whose calibration the bench takes instead of measuring one (to test its bound checks). */
+  benchCalibrationFile: string | undefined;
 }
 
-const GATED = ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS', 'FASTPLANE_ADDRESS_PREFIX', 'FASTPLANE_CERT_VALIDITY'] as const;
+const GATED = ['FASTPLANE_FAILPOINTS', 'FASTPLANE_INJECT_FAULTS', 'FASTPLANE_ADDRESS_PREFIX', 'FASTPLANE_CERT_VALIDITY', 'FASTPLANE_BENCH_CALIBRATION'] as const;
 const DEFAULT_ADDRESS_PREFIX = '127.77';
 
 export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHooks {
@@ -30,7 +32,7 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHook
     if (set.length > 0) {
       throw new InvalidInputError(set.map((name) => `${name}: a test hook, refused unless FASTPLANE_TEST_HOOKS=1 (tests only); unset it`));
     }
-    return { failpoint: failpointsFrom(undefined), injectFaults: undefined, addressPrefix: DEFAULT_ADDRESS_PREFIX, provisioningFailureMarker: false, certValidityMs: undefined };
+    return { failpoint: failpointsFrom(undefined), injectFaults: undefined, addressPrefix: DEFAULT_ADDRESS_PREFIX, provisioningFailureMarker: false, certValidityMs: undefined, benchCalibrationFile: undefined };
   }
   const prefix = env.FASTPLANE_ADDRESS_PREFIX ?? DEFAULT_ADDRESS_PREFIX;
   const match = /^127\.(\d{1,3})$/.exec(prefix);
@@ -42,5 +44,5 @@ export function testHooksFromEnv(env: NodeJS.ProcessEnv = process.env): TestHook
   if (certValidityMs === 0 || (certValidityMs === undefined && validity !== undefined && validity !== '')) {
     throw new InvalidInputError([`FASTPLANE_CERT_VALIDITY: must be a positive duration such as 480h, got ${validity ?? ''}`]);
   }
-  return { failpoint: failpointsFrom(env.FASTPLANE_FAILPOINTS), injectFaults: env.FASTPLANE_INJECT_FAULTS, addressPrefix: prefix, provisioningFailureMarker: true, certValidityMs };
+  return { failpoint: failpointsFrom(env.FASTPLANE_FAILPOINTS), injectFaults: env.FASTPLANE_INJECT_FAULTS, addressPrefix: prefix, provisioningFailureMarker: true, certValidityMs, benchCalibrationFile: env.FASTPLANE_BENCH_CALIBRATION || undefined };
 }

@@ -2,6 +2,8 @@ import { formatDuration } from '../api/duration.ts';
 import type { BenchResult, Strategy, StrategyRun } from '../bench/result.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
 import { buildTimeline, type Row, type Timeline, type TimelineEvent, type TimelineMachine } from './timeline.ts';
+import type { SweepSummary } from '../bench/sweep.ts';
+import { renderSweepSvg } from './sweep-svg.ts';
 import { CATEGORIES, escapeHtml, legendHtml, px, renderTimelineSvg } from './timeline-svg.ts';
 
 /**
@@ -112,7 +114,7 @@ function comparisonHtml(bench: BenchResult): string {
     : '';
   return `<section id="comparison">
 <h2>${escapeHtml(modes.map((m) => m.mode).join(' vs '))} (fastplane bench)</h2>
-<p class="meta">${escapeHtml(`${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}${s.hostBandwidth == null ? '' : `, network lab, ${s.hostBandwidth} into each host`}; ${bench.host.os}, ${String(bench.host.cpus)} × ${bench.host.cpuModel}; ${bench.finishedAt}`)}</p>
+<p class="meta">${escapeHtml(`${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, preload ${String(s.preloadBytes)} bytes`}${s.hostBandwidth == null ? '' : s.linkLimit === 'both-directions' ? `, network lab, each host's link ${s.hostBandwidth} each way` : s.linkLimit === 'none' ? ', network lab, links unlimited' : `, ASYMMETRIC network lab, ${s.hostBandwidth} into each host only`}; ${bench.host.os}, ${String(bench.host.cpus)} × ${bench.host.cpuModel}; ${bench.finishedAt}`)}</p>
 <table class="runs modes"><thead><tr><th>mode</th><th>seconds</th><th>bound s</th><th>efficiency</th><th>speedup vs serial</th><th>refusals</th><th>promotion latency median / max s</th></tr></thead><tbody>${modeRows}</tbody></table>
 ${barSvg}
 <table class="runs"><thead><tr><th>run</th><th>order</th>${modes.map(({ mode }) => `<th>${mode} s / bound</th>`).join('')}</tr></thead><tbody>${runRows}</tbody></table>
@@ -122,11 +124,22 @@ ${timelines}
 </section>`;
 }
 
+function sweepHtml(sweep: SweepSummary): string {
+  return `<section id="sweep">
+<h2>Where parallel learners help (fastplane bench --sweep)</h2>
+<p class="meta">${escapeHtml(`${String(sweep.cells.length)} cells, ${sweep.startedAt} to ${sweep.finishedAt}`)}</p>
+${renderSweepSvg(sweep)}
+<p class="note">Per cell (each host's link rate, keyspace, provisioning): median seconds of parallel learners against serial (KCP's order) and against one learner at a time, from the cell's own bench. Above 1× learners are faster. The lab's hosts share one machine's CPU and disk.</p>
+</section>`;
+}
+
 export interface ReportInput {
   controlPlane: ControlPlaneRecord;
   machines: MachineRecord[];
   events: EventRecord[];
   bench: BenchResult | undefined;
+  /** The last `bench --sweep`, when the state dir holds one. */
+  sweep?: SweepSummary | undefined;
   generatedAt: number;
 }
 
@@ -171,6 +184,7 @@ ${durationsTable(timeline.rows)}
 <p class="note">From each machine record's phase times (the time it was first seen in each phase); a trailing + marks the phase it is still in. Removed machines are rebuilt from the event log. Hover a bar or marker for details.</p>
 </section>
 ${bench ? comparisonHtml(bench) : ''}
+${input.sweep ? sweepHtml(input.sweep) : ''}
 </body>
 </html>
 `;

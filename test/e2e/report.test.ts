@@ -94,8 +94,9 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     assert.equal(scale.code, 0, scale.stderr);
 
     const bench = await env.run(['bench', '--replicas', '3', '--provisioning-delay', '1s', '--modes', 'serial,parallel,guarded,learners', '--timeout', '90s', '-o', 'json']);
-    assert.equal(bench.code, 0, bench.stderr);
     const result = JSON.parse(bench.stdout) as BenchResult;
+    // A run ahead of its bound (a loaded host can make one) exits 1 with the result printed all the same.
+    assert.equal(bench.code, result.modelErrors === 0 ? 0 : 1, bench.stderr);
     for (const key of ['serialSeconds', 'parallelSeconds', 'boundSeconds', 'speedup', 'efficiency'] as const) {
       assert.ok((result[key] ?? 0) > 0, `${key} is measured (${String(result[key])})`);
       assert.equal(result.medians[key], result[key], `${key} is the median of one run`);
@@ -114,10 +115,11 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     // reported as a model error with its efficiency above 1, not clipped.
     assert.ok(result.calibration.initSamplesSeconds.length >= 5 && result.calibration.joinSamplesSeconds.length >= 5, 'at least 5 calibration samples each');
     // A lower bound assumes each cost at the fastest the host has shown.
-    assert.equal(result.calibration.initSeconds, Math.min(...result.calibration.initSamplesSeconds));
-    assert.equal(result.calibration.joinSeconds, Math.min(...result.calibration.joinSamplesSeconds));
+    const c = result.calibration;
+    assert.equal(c.initSeconds, Math.min(c.coldSeconds.init, ...c.initSamplesSeconds));
+    assert.equal(c.joinSeconds, Math.min(c.coldSeconds.join, ...c.joinSamplesSeconds));
     assert.equal(parallel.efficiency, Math.round((parallel.boundSeconds / parallel.seconds) * 1000) / 1000);
-    assert.equal(parallel.modelError, parallel.boundSeconds > parallel.seconds);
+    assert.equal(parallel.modelError, parallel.boundSeconds > parallel.seconds || parallel.milestonesAhead.length > 0);
     const latency = result.modes.parallel?.promotionLatency;
     assert.ok(latency?.medianSeconds != null && latency.maxSeconds != null, 'promotion latency is measured from outside');
     assert.equal(result.promotionLatencySeconds.parallel, latency.medianSeconds);

@@ -41,6 +41,13 @@ test('--host-bandwidth takes a tc rate; absent, the bench runs on loopback', () 
   }
 });
 
+test("the lab limits each host's link both ways unless --asymmetric-lab; unlimited is the lab with no limit", () => {
+  assert.equal(parseBenchFlags(flags({ hostBandwidth: '100mbit' })).linkLimit, 'both-directions');
+  assert.equal(parseBenchFlags(flags({ hostBandwidth: '100mbit', asymmetricLab: true })).linkLimit, 'inbound-only');
+  assert.equal(parseBenchFlags(flags({ hostBandwidth: 'unlimited' })).linkLimit, 'none');
+  assert.throws(() => parseBenchFlags(flags({ asymmetricLab: true })), /--asymmetric-lab: only with --host-bandwidth/);
+});
+
 test('--method: scale-up (the default) or restore, which needs --keyspace', () => {
   assert.equal(parseBenchFlags(flags()).method, 'scale-up');
   assert.equal(parseBenchFlags(flags({ keyspace: '16MiB', method: 'restore' })).method, 'restore');

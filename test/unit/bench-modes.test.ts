@@ -4,15 +4,15 @@ import type { BenchMachine, BenchRun, Strategy, StrategyRun } from '../../src/be
 import { figures, modeFigures } from '../../src/bench/runner.ts';
 
 /** A strategy run with only what the mode figures read; latencies one per join. */
-function run(strategy: Strategy, seconds: number, boundSeconds: number, refusals: number, latencies: (number | null)[]): StrategyRun {
+function run(strategy: Strategy, seconds: number, boundSeconds: number, refusals: number, latencies: (number | null)[], joinPhaseSeconds: number | null = null): StrategyRun {
   const machines = latencies.map((l, i) => ({ name: `m-${String(i)}`, promotionLatencySeconds: l }) as BenchMachine);
-  return { strategy, cluster: `c-${strategy}`, seconds, boundSeconds, efficiency: boundSeconds / seconds, refusals, machines } as StrategyRun;
+  return { strategy, cluster: `c-${strategy}`, seconds, boundSeconds, efficiency: boundSeconds / seconds, refusals, machines, joinPhaseSeconds } as StrategyRun;
 }
 
 const runs: BenchRun[] = [
-  { run: 1, order: ['serial', 'parallel', 'guarded'], serial: run('serial', 150, 149, 0, [0.1]), parallel: run('parallel', 48, 45, 30, [0.2, 0.05]), guarded: run('guarded', 33, 31, 0, [0.03, 0.4]), speedup: null, efficiency: null },
-  { run: 2, order: ['guarded', 'parallel', 'serial'], serial: run('serial', 160, 149, 0, [0.1]), parallel: run('parallel', 50, 45, 40, [null]), guarded: run('guarded', 35, 31, 0, [0.06]), speedup: null, efficiency: null },
-  { run: 3, order: ['serial', 'parallel', 'guarded'], serial: run('serial', 155, 149, 0, [0.1]), parallel: run('parallel', 49, 46, 35, [0.1]), guarded: run('guarded', 34, 32, 2, [0.05]), speedup: null, efficiency: null },
+  { run: 1, order: ['serial', 'parallel', 'guarded'], serial: run('serial', 150, 149, 0, [0.1]), parallel: run('parallel', 48, 45, 30, [0.2, 0.05], 20), guarded: run('guarded', 33, 31, 0, [0.03, 0.4], 10), speedup: null, efficiency: null },
+  { run: 2, order: ['guarded', 'parallel', 'serial'], serial: run('serial', 160, 149, 0, [0.1]), parallel: run('parallel', 50, 45, 40, [null], 22), guarded: run('guarded', 35, 31, 0, [0.06], 12), speedup: null, efficiency: null },
+  { run: 3, order: ['serial', 'parallel', 'guarded'], serial: run('serial', 155, 149, 0, [0.1]), parallel: run('parallel', 49, 46, 35, [0.1], 21), guarded: run('guarded', 34, 32, 2, [0.05], 11), speedup: null, efficiency: null },
 ];
 
 test('each mode: medians over runs, speedup against serial, latency median and max over every join', () => {
@@ -22,11 +22,14 @@ test('each mode: medians over runs, speedup against serial, latency median and m
     boundSeconds: 31,
     efficiency: Math.round((31 / 34) * 1000) / 1000,
     speedup: Math.round((155 / 34) * 1000) / 1000,
+    joinPhaseSeconds: 11,
+    // Against one learner at a time (parallel): 49 s and a 21 s join phase, medians.
+    overOneAtATime: { speedup: Math.round((49 / 34) * 1000) / 1000, joinPhaseSpeedup: Math.round((21 / 11) * 1000) / 1000 },
     refusals: 0,
     // 0.03, 0.4, 0.06, 0.05: the median of four is the mean of the middle two.
     promotionLatency: { medianSeconds: 0.055, maxSeconds: 0.4 },
   });
-  assert.deepEqual(Object.keys(modeFigures(runs, 'parallel') ?? {}).sort(), ['boundSeconds', 'efficiency', 'promotionLatency', 'refusals', 'seconds', 'speedup']);
+  assert.deepEqual(Object.keys(modeFigures(runs, 'parallel') ?? {}).sort(), ['boundSeconds', 'efficiency', 'joinPhaseSeconds', 'overOneAtATime', 'promotionLatency', 'refusals', 'seconds', 'speedup']);
   assert.equal(modeFigures(runs, 'parallel')?.refusals, 35);
   assert.equal(modeFigures(runs, 'serial')?.speedup, 1);
   // Without serial there is nothing to compare against.
@@ -43,6 +46,9 @@ test('each mode: medians over runs, speedup against serial, latency median and m
     });
   const noSerial = without('serial');
   assert.equal(modeFigures(noSerial, 'guarded')?.speedup, null);
+  assert.equal(modeFigures(without('parallel'), 'guarded')?.overOneAtATime, null);
+  // Serial has no joins recorded here: no join phase to compare.
+  assert.equal(modeFigures(runs, 'serial')?.joinPhaseSeconds, null);
   assert.equal(modeFigures(without('guarded'), 'guarded'), undefined);
 });
 

@@ -1,12 +1,13 @@
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { validateControlPlane, type ControlPlane } from '../../api/control-plane.ts';
 import { parseDurationRange } from '../../api/duration.ts';
 import { InvalidInputError } from '../../api/errors.ts';
 import type { BenchResult, Strategy, StrategyRun } from '../../bench/result.ts';
+import type { Calibration } from '../../bench/calibration.ts';
 import { saveBenchResult } from '../../bench/result.ts';
 import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../../bench/runner.ts';
 import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
-import { BenchLab, benchLabNumber, isTcRate } from '../../bench/bench-lab.ts';
+import { BenchLab, benchLabNumber, isTcRate, UNLIMITED, type LinkLimit } from '../../bench/bench-lab.ts';
 import { memberLog } from '../../bench/etcd-log.ts';
 import { NetLabError } from '../../bench/network-lab.ts';
 import { startRestore } from '../../app/restore.ts';
@@ -35,8 +36,12 @@ export interface BenchFlags {
   modes: string;
   timeout: string;
   output: string;
-  /** Run on the network lab, each host's inbound link limited to this tc rate. */
+  /** Run on the network lab, each host's link limited to this tc rate (both directions). */
   hostBandwidth?: string;
+  /** Limit only what each host receives (the older, asymmetric lab). */
+  asymmetricLab?: boolean;
+  /** Every combination of the comma-separated --host-bandwidth, --keyspace and --provisioning-delay values, a bench each. */
+  sweep?: boolean;
   /** How the keyspace gets into the first member: scale-up (default) or restore. */
   method?: string;
 }
@@ -92,9 +97,10 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     }
   }
   const modes = parseModes(flags.modes, problems);
-  if (flags.hostBandwidth !== undefined && !isTcRate(flags.hostBandwidth)) {
-    problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit), got ${flags.hostBandwidth}`);
+  if (flags.hostBandwidth !== undefined && flags.hostBandwidth !== UNLIMITED && !isTcRate(flags.hostBandwidth)) {
+    problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit) or ${UNLIMITED}, got ${flags.hostBandwidth}`);
   }
+  if (flags.asymmetricLab === true && flags.hostBandwidth === undefined) problems.push('--asymmetric-lab: only with --host-bandwidth');
   const method = flags.method ?? 'scale-up';
   if (method !== 'scale-up' && method !== 'restore') problems.push(`--method: must be scale-up or restore, got ${method}`);
   else if (method === 'restore' && keyspace === undefined) problems.push('--method restore: give --keyspace, the keyspace the bring-up restores');
@@ -107,7 +113,7 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     problems.push(...error.problems);
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, method: method === 'restore' ? 'restore' : 'scale-up', output: flags.output === 'json' ? 'json' : 'table' };
+  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, linkLimit: flags.hostBandwidth === UNLIMITED ? 'none' : flags.asymmetricLab === true ? 'inbound-only' : 'both-directions', method: method === 'restore' ? 'restore' : 'scale-up', output: flags.output === 'json' ? 'json' : 'table' };
 }
 
 /**
@@ -134,9 +140,21 @@ function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
       const started = await startRestore(ctx, manifest, { source: snapshot }, false, () => undefined);
       if (!started.ok) throw new Error(`bench: restore of ${manifest.metadata.name} not recorded: ${'blocked' in started ? started.blocked : started.backupFailed.message}`);
     },
-    // The local provider restores the file where it is.
-    stageSnapshot: (snapshot) => lab?.stageSnapshot(snapshot),
+    linkBytes: () => lab?.linkBytes() ?? null,
   };
+}
+
+/** How the lab limits each host's link; an asymmetric lab is named as such wherever it is used. */
+function labLink(rate: string, limit: LinkLimit | null | undefined): string {
+  if (limit === 'none' || rate === UNLIMITED) return "each host's link unlimited (the lab's veths and bridge only)";
+  return limit === 'both-directions' ? `each host's link ${rate} each way` : `ASYMMETRIC LAB: only what each host receives limited, to ${rate}`;
+}
+
+/** Every run that got ahead of its bound, at the end or at a milestone, and where. */
+function modelErrorText(result: BenchResult): string {
+  const runs = result.runs.flatMap((r) => result.settings.modes.flatMap((mode) => (r[mode]?.modelError === true ? [r[mode]] : [])));
+  const where = runs.map((s) => `${s.cluster}: ${s.boundSeconds > s.seconds ? `done in ${fmt(s.seconds)} s, bound ${fmt(s.boundSeconds)} s; ` : ''}${s.milestonesAhead.map((m) => `${m.milestone} at ${fmt(m.observedSeconds, 3)} s, bound ${fmt(m.boundSeconds, 3)} s`).join('; ')}`);
+  return `MODEL ERROR: ${String(result.modelErrors)} run(s) got ahead of their bound: the bound's model or calibration is wrong (${where.join(' | ')})`;
 }
 
 const fmt = (n: number | null, digits = 2): string => (n === null ? '-' : n.toFixed(digits));
@@ -158,7 +176,7 @@ function renderResult(result: BenchResult): string {
   const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), ...s.modes.flatMap((mode) => [fmt(r[mode]?.seconds ?? null), fmt(r[mode]?.boundSeconds ?? null)]), fmt(r.speedup), fmt(r.efficiency, 3)]);
   const runColumns = s.modes.flatMap((mode) => [`${mode.toUpperCase()} s`, 'BOUND s']);
   const lines = [
-    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, keyspace ${String(s.preloadBytes)} bytes${s.method === 'restore' ? ' restored by the first member' : ''}`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${s.hostBandwidth} into each host`}`,
+    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, keyspace ${String(s.preloadBytes)} bytes${s.method === 'restore' ? ' restored by the first member' : ''}`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${labLink(s.hostBandwidth, s.linkLimit)}`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
     `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s${c.restoreSeconds == null ? '' : ` (${fmt(c.restoreSeconds, 3)} s restoring the keyspace)`}, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}${c.leaderOutbound == null ? '' : `, leader sends ${fmt(c.leaderOutbound.bytesPerSecond / 1e6, 1)} MB/s to ${String(c.leaderOutbound.streams)} readers`}; add rule ${c.addRule}`,
     '',
@@ -167,7 +185,7 @@ function renderResult(result: BenchResult): string {
     renderTable([['RUN', 'ORDER', ...runColumns, 'SPEEDUP', 'EFFICIENCY'], ...runRows], { right: Array.from({ length: runColumns.length + 2 }, (_, i) => i + 2) }),
     'medians over runs; promotion latency = learner caught up to listed as a voter, seen from outside',
   ];
-  if (result.modelErrors > 0) lines.push(`MODEL ERROR: ${String(result.modelErrors)} run(s) finished before their bound (efficiency above 1): the bound's model or calibration is wrong`);
+  if (result.modelErrors > 0) lines.push(modelErrorText(result));
   if (result.preload) {
     const p = result.preload;
     lines.push(
@@ -183,14 +201,14 @@ function renderResult(result: BenchResult): string {
   return lines.join('\n');
 }
 
-export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
-  const options = parseBenchFlags(flags);
+/** One bench on its own work dir (and lab): its result, or the exit code of a run that did not converge. */
+export async function benchOnce(ctx: CliContext, options: BenchOptions): Promise<BenchResult | number> {
   const workDir = prepareWorkDir(ctx.stateDir);
   let lab: BenchLab | undefined;
   if (options.hostBandwidth !== undefined) {
-    process.stderr.write(`bench: network lab ${String(benchLabNumber())}: ${String(BenchLab.hostsFor(options.replicas))} hosts, each receiving at most ${options.hostBandwidth}\n`);
+    process.stderr.write(`bench: network lab ${String(benchLabNumber())}: ${String(BenchLab.hostsFor(options.replicas))} hosts, ${labLink(options.hostBandwidth, options.linkLimit)}\n`);
     try {
-      lab = BenchLab.open(options.replicas, options.hostBandwidth);
+      lab = BenchLab.open(options.replicas, options.hostBandwidth, options.linkLimit);
     } catch (error) {
       rmSync(workDir, { recursive: true, force: true });
       if (error instanceof NetLabError) throw new InvalidInputError([`--host-bandwidth: the network lab could not be made: ${error.message}`]);
@@ -202,9 +220,8 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
   const active = new Set<ControlPlane>();
   const restoreSignals = stopOnSignal(active, (manifest) => host.destroy(manifest), workDir, () => lab?.down());
   let keepWorkDir = false;
-  let result: BenchResult;
   try {
-    result = await runBench(host, options, active, (line) => process.stderr.write(`bench: ${line}\n`));
+    return await runBench(host, options, active, (line) => process.stderr.write(`bench: ${line}\n`));
   } catch (error) {
     // Kept after a failed run: its fastplane.log says what went wrong. Its clusters are down either way.
     keepWorkDir = !(error instanceof InvalidInputError);
@@ -216,11 +233,35 @@ export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<
   } finally {
     restoreSignals();
     await bench.close();
-    lab?.down();
+    try {
+      lab?.down();
+    } catch (error) {
+      // The measurement is done: a lab that would not come down is reported, not a reason to lose it.
+      process.stderr.write(`warning: bench: the network lab was not removed (${error instanceof Error ? error.message : String(error)}); run scripts/netlab.sh down with FPL_LAB=${String(lab?.info.lab)}\n`);
+    }
     if (!keepWorkDir) rmSync(workDir, { recursive: true, force: true });
   }
+}
+
+/** Tests only (FASTPLANE_BENCH_CALIBRATION): the calibration to take instead of measuring one. */
+export function givenCalibration(ctx: CliContext): { calibration?: Calibration } {
+  const file = ctx.hooks.benchCalibrationFile;
+  return file === undefined ? {} : { calibration: JSON.parse(readFileSync(file, 'utf8')) as Calibration };
+}
+
+/** A run ahead of its bound makes every figure measured against that bound suspect: say so, and fail. */
+export function failOnModelError(result: BenchResult): number {
+  if (result.modelErrors === 0) return EXIT.converged;
+  process.stderr.write(`error: bench: ${modelErrorText(result)}\n`);
+  return EXIT.internal;
+}
+
+export async function benchCommand(ctx: CliContext, flags: BenchFlags): Promise<number> {
+  const options = { ...parseBenchFlags(flags), ...givenCalibration(ctx) };
+  const result = await benchOnce(ctx, options);
+  if (typeof result === 'number') return result;
   const path = saveBenchResult(ctx.stateDir, result);
   process.stdout.write(`${options.output === 'json' ? JSON.stringify(result, null, 2) : renderResult(result)}\n`);
   process.stderr.write(`bench: result saved to ${path}\n`);
-  return EXIT.converged;
+  return failOnModelError(result);
 }

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { InvalidInputError } from '../../api/errors.ts';
 import { controlPlaneRecord } from '../../app/records.ts';
 import { loadBenchResult } from '../../bench/result.ts';
+import { loadLatestSweep } from '../../bench/sweep.ts';
 import { renderReport } from '../../report/html.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { CliContext } from '../context.ts';
@@ -19,7 +20,7 @@ export async function reportCommand(ctx: CliContext, name: string, flags: { out?
     if (existsSync(out) && statSync(out).isDirectory()) throw new InvalidInputError([`--out: ${flags.out} is a folder; give a file name such as ${name}.html`]);
     if (!existsSync(dirname(out))) throw new InvalidInputError([`--out: folder ${dirname(out)} does not exist`]);
   }
-  const html = renderReport({ controlPlane: cp, machines: await ctx.store.listMachines(name), events: await ctx.store.listEvents(name), bench: loadBenchResult(ctx.stateDir), generatedAt: Date.now() });
+  const html = renderReport({ controlPlane: cp, machines: await ctx.store.listMachines(name), events: await ctx.store.listEvents(name), bench: loadBenchResult(ctx.stateDir), sweep: loadLatestSweep(ctx.stateDir), generatedAt: Date.now() });
   writeFileSync(out, html);
   process.stdout.write(`${out}\n`);
   return EXIT.converged;

@@ -1,0 +1,52 @@
+import type { Bound } from './critical-path-bound.ts';
+
+/**
+ * A run checked against its bound milestone by milestone, not only at the end: a run that is ahead at
+ * any of them shows the bound's model or calibration wrong there, even when a slower later step hides
+ * it in the total.
+ */
+
+/** What a run showed, in seconds from the start of the bound's own clock. */
+export interface ObservedMilestones {
+  /** The first member seen serving (a pass saw it a voter, or it accepted a learner add); null when the run started with voters. */
+  initServingAt: number | null;
+  /** Each PromoteLearner that succeeded, when it returned. */
+  promotedAt: number[];
+  /** Each learner's AddLearner sent to PromoteLearner done. */
+  catchUps: { machine: string; seconds: number }[];
+}
+
+export interface MilestoneAhead {
+  milestone: string;
+  observedSeconds: number;
+  boundSeconds: number;
+}
+
+/**
+ * The calibration polls every 20 ms and rounds to the millisecond: a run within this of its bound is
+ * on it, not ahead.
+ */
+export const MILESTONE_RESOLUTION_SECONDS = 0.02;
+
+const round = (s: number): number => Math.round(s * 1000) / 1000;
+
+/**
+ * The milestones at which the run was earlier than its bound allows: the init serving, each learner's
+ * catch-up (against the calibrated join), and the n-th promotion (against the bound's n-th).
+ */
+export function milestonesAhead(bound: Bound, joinSeconds: number, observed: ObservedMilestones): MilestoneAhead[] {
+  const ahead: MilestoneAhead[] = [];
+  const check = (milestone: string, observedSeconds: number, boundSeconds: number): void => {
+    if (observedSeconds < boundSeconds - MILESTONE_RESOLUTION_SECONDS) ahead.push({ milestone, observedSeconds: round(observedSeconds), boundSeconds: round(boundSeconds) });
+  };
+  if (bound.initDoneAt !== null && observed.initServingAt !== null) check('init serving', observed.initServingAt, bound.initDoneAt);
+  for (const c of observed.catchUps) check(`${c.machine} catch-up`, c.seconds, joinSeconds);
+  const boundPromotions = bound.joins.map((j) => j.promotedAt).sort((a, b) => a - b);
+  [...observed.promotedAt]
+    .sort((a, b) => a - b)
+    .forEach((at, i) => {
+      const due = boundPromotions[i];
+      if (due !== undefined) check(`promotion ${String(i + 1)}`, at, due);
+    });
+  return ahead;
+}

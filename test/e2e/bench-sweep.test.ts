@@ -1,0 +1,79 @@
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import type { Calibration } from '../../src/bench/calibration.ts';
+import type { BenchResult } from '../../src/bench/result.ts';
+import type { SweepSummary } from '../../src/bench/sweep.ts';
+import { CliEnv } from '../support/cli.ts';
+import { NetLab } from '../support/netlab.ts';
+
+const LAB = 76;
+const env = new CliEnv('127.41');
+after(() => {
+  new NetLab(LAB).down();
+  env.cleanup();
+});
+
+describe('fastplane bench --sweep', { timeout: 400_000 }, () => {
+  test('a bench per cell, each JSON beside a summary that quotes it, and the report draws the map', async () => {
+    // A calibration given (tests only) so that the cells' runs are what is timed here: costs far below
+    // any real one, so no run can be ahead of its bound.
+    const calibration: Calibration = {
+      version: '3.6.17',
+      addRule: 'quorum-of-resulting',
+      initSamplesSeconds: [0.01, 0.01, 0.01, 0.01, 0.01],
+      joinSamplesSeconds: [0.01, 0.01, 0.01, 0.01, 0.01],
+      catchUpSamplesSeconds: [],
+      restoreSamplesSeconds: [],
+      coldSeconds: { init: 0.01, join: 0.01, catchUp: null, restore: null },
+      initSeconds: 0.01,
+      joinSeconds: 0.01,
+      keyspaceBytes: null,
+      catchUpSeconds: null,
+      restoreSeconds: null,
+      leaderOutbound: null,
+    };
+    const file = join(env.stateDir, 'calibration.json');
+    writeFileSync(file, JSON.stringify(calibration));
+    const sweep = await env.run(
+      ['bench', '--sweep', '--host-bandwidth', 'unlimited', '--keyspace', '0', '--provisioning-delay', '1s,2s', '--replicas', '3', '--version', '3.6.17', '--modes', 'parallel,learners', '--timeout', '120s', '-o', 'json'],
+      { FPL_LAB: String(LAB), FASTPLANE_BENCH_CALIBRATION: file },
+    );
+    assert.equal(sweep.code, 0, sweep.stderr);
+    const summary = JSON.parse(sweep.stdout) as SweepSummary;
+    assert.equal(summary.kind, 'fastplane-bench-sweep');
+    assert.deepEqual(
+      summary.cells.map((c) => [c.hostBandwidth, c.keyspaceBytes, c.provisioningDelay]),
+      [
+        ['unlimited', 0, '1s'],
+        ['unlimited', 0, '2s'],
+      ],
+    );
+    const dir = /sweep saved to (\S+)/.exec(sweep.stderr)?.[1];
+    assert.ok(dir !== undefined && existsSync(join(dir, 'summary.json')), sweep.stderr);
+    for (const cell of summary.cells) {
+      const result = JSON.parse(readFileSync(join(dir, cell.file), 'utf8')) as BenchResult;
+      assert.equal(result.settings.provisioningDelay, cell.provisioningDelay);
+      assert.equal(result.settings.linkLimit, 'none');
+      assert.equal(cell.seconds.learners, result.modes.learners?.seconds);
+      assert.equal(cell.learnersOverOneAtATime, result.modes.learners?.overOneAtATime?.speedup);
+      assert.equal(cell.loadAverages.length, 2, 'a load average per run');
+      assert.equal(cell.modelErrors, 0);
+    }
+    const namespaces = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
+    assert.doesNotMatch(namespaces, new RegExp(`fpl-${String(LAB)}-`), 'every cell removed its lab');
+
+    // The report of any cluster in the state dir shows the last sweep's map.
+    const up = await env.run(['up', '--name', 'demo', '--replicas', '1', '--provisioning-delay', '0s', '--version', '3.6.17']);
+    assert.equal(up.code, 0, up.stderr);
+    const out = join(env.stateDir, 'report.html');
+    const report = await env.run(['report', 'demo', '--out', out]);
+    assert.equal(report.code, 0, report.stderr);
+    const html = readFileSync(out, 'utf8');
+    assert.match(html, /<section id="sweep">/);
+    assert.equal(html.match(/<g class="cell"/g)?.length, 2);
+    assert.equal((await env.run(['down', 'demo'])).code, 0);
+  });
+});
