@@ -187,6 +187,14 @@ export interface KubernetesMachines {
   adminKubeconfig(cluster: string, server: string): Promise<string>;
   /** host:port of a machine's kube-apiserver. */
   apiserverAddress(cluster: string, name: string): Promise<string>;
+  /**
+   * New certificates for the cluster's Kubernetes clients (the apiserver's etcd and front-proxy
+   * clients, the admin, controller-manager and scheduler), from the CAs as they are; the CAs and the
+   * service-account key stay. Components load them at their next start.
+   */
+  renewClusterCertificates(cluster: string): Promise<void>;
+  /** A new serving certificate for the machine's apiserver, loaded at its next start. */
+  renewMachineCertificates(cluster: string, name: string): Promise<void>;
 }
 
 export interface InfraProvider {

@@ -8,6 +8,7 @@ import { startCareJob, type CareJobRecord } from '../../src/domain/care-job.ts';
 import type { MachineRecord } from '../../src/domain/machine.ts';
 import type { EtcdMaintenance } from '../../src/ports/etcd-maintenance.ts';
 import { FakeCluster, virtualClock } from '../support/fake-etcd-cluster.ts';
+import { FakeKubernetesMachines } from '../support/fake-kubernetes-machines.ts';
 
 const PATIENCE = 60_000;
 const noLease = { verify: (): Promise<void> => Promise.resolve() };
@@ -96,6 +97,33 @@ describe('certificate renewal as passes', () => {
     assert.equal(waits.filter((w) => w === 'VoterNotBack').length, 3, JSON.stringify(waits));
     assert.deepEqual(cluster.moves, ['b'], 'leadership moved off a before it restarted');
     assert.match(job.notes.join('; '), /renewed the certificates of m-a and restarted it/);
+  });
+});
+
+describe('certificate renewal of a Kubernetes control plane as passes', () => {
+  test('the members first, each only while every apiserver is ready; then the Kubernetes clients, then each machine\'s components', async () => {
+    const { cluster, calls, deps } = renewalCluster();
+    const fake = new FakeKubernetesMachines(['m-a', 'm-b', 'm-c']);
+    const withKubernetes = (): RenewDeps => ({ ...deps(), kubernetes: fake.care() });
+    const clock = virtualClock();
+    fake.broken.add('m-c');
+    let job = stored(await advanceJob(renewalStep(withKubernetes(), cluster.admin), startCareJob('RenewCertificates', 'RenewalDue', 0), clock, PATIENCE));
+    assert.equal(job.waiting?.reason, 'APIServerNotReady', JSON.stringify(job));
+    assert.deepEqual(calls, ['client'], 'no member stopped while an apiserver is not ready');
+    fake.broken.delete('m-c');
+    const stages: string[] = [];
+    for (let pass = 0; pass < 60 && job.ended === undefined; pass++) {
+      job = stored(await advanceJob(renewalStep(withKubernetes(), cluster.admin), job, clock, PATIENCE));
+      stages.push(job.stage);
+      cluster.down.clear();
+    }
+    assert.equal(job.ended?.ok, true, JSON.stringify(job));
+    assert.equal(calls.filter((c) => c.startsWith('renew')).length, 3, 'every member renewed once');
+    assert.ok(stages.indexOf('apiservers') > stages.lastIndexOf('members'), stages.join(', '));
+    assert.deepEqual(fake.calls.filter((c) => c.startsWith('renew') || c.startsWith('stop')), ['renew cluster', 'stop m-a', 'renew m-a', 'stop m-b', 'renew m-b', 'stop m-c', 'renew m-c']);
+    assert.equal(fake.outages, 0);
+    assert.match(job.notes.join('; '), /renewed the Kubernetes client certificates; .*renewed the apiserver certificate of m-c and restarted its components/);
+    assert.equal(job.ended.summary, 'restarted the Kubernetes components of 3 machines');
   });
 });
 

@@ -56,10 +56,11 @@ export async function issueKubernetesCluster(clusterDir: string, options: Option
  * What machine `name` at `address` needs (the cluster's files created first): its apiserver's
  * serving certificate for its address, the control-plane endpoint's (when known), 127.0.0.1, the
  * `kubernetes` service's cluster IP and DNS names. A certificate naming other addresses (the endpoint
- * moved) is issued anew.
+ * moved) is issued anew, and so is any with `renew`.
  */
 export async function issueKubernetesMachine(clusterDir: string, name: string, address: string, endpointAddress: string | undefined, options: Options = {}): Promise<KubernetesFiles> {
-  await issueKubernetesCluster(clusterDir, options);
+  // `renew` is the machine's own certificate only: the cluster's are renewed once, for every machine.
+  await issueKubernetesCluster(clusterDir, { validityMs: options.validityMs });
   const files = kubernetesFiles(clusterDir, name);
   await mkdir(dirname(files.apiserver.cert), { recursive: true, mode: 0o700 });
   const addresses = [...new Set([address, ...(endpointAddress === undefined ? [] : [endpointAddress]), '127.0.0.1', KUBERNETES_NETWORK.serviceIp])];
