@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, test } from 'node:test';
-import { issueKubernetesMachine } from '../../src/adapters/pki/kubernetes-pki.ts';
+import { issueKubernetesCluster, issueKubernetesMachine } from '../../src/adapters/pki/kubernetes-pki.ts';
 import type { CertAndKey } from '../../src/adapters/pki/pki-files.ts';
 
 // The Kubernetes PKI on its own, without the record store: what kubernetes-pki.ts writes in a cluster's folder.
@@ -82,4 +82,19 @@ test('a moved endpoint re-issues the apiserver certificate only; another machine
   assert.equal(other.serviceAccount.key, after.serviceAccount.key);
   assert.notEqual(other.apiserver.cert, after.apiserver.cert);
   assert.match(cert(other.apiserver.cert).subjectAltName ?? '', /^IP Address:127\.30\.1\.2,/);
+});
+
+test("renewal: the cluster's leaves anew (the etcd client still from the etcd CA), the CAs and the service-account key kept; a machine's renewal is its serving certificate only", async () => {
+  const dir = clusterDir();
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1');
+  const before = contents(dir);
+  const changed = (): string[] => [...contents(dir)].filter(([file, text]) => before.get(file) !== text).map(([file]) => file).sort();
+  await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1', { renew: true });
+  assert.deepEqual(changed(), ['machines/m1/kubernetes/apiserver.crt', 'machines/m1/kubernetes/apiserver.key']);
+  await issueKubernetesCluster(dir, { renew: true });
+  const leaves = ['admin', 'apiserver-etcd-client', 'controller-manager', 'front-proxy-client', 'scheduler'].flatMap((name) => [`kubernetes/pki/${name}.crt`, `kubernetes/pki/${name}.key`]);
+  assert.deepEqual(changed(), ['machines/m1/kubernetes/apiserver.crt', 'machines/m1/kubernetes/apiserver.key', ...leaves].sort());
+  assert.ok(signedBy(files.apiserverEtcdClient, files.etcdCa), 'apiserver-etcd-client is signed by the etcd CA');
+  assert.ok(signedBy(files.frontProxyClient, files.frontProxyCa.cert));
+  assert.ok(signedBy(files.clients.admin, files.ca.cert));
 });
