@@ -6,7 +6,7 @@ import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { MachineProvider } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
 import { driveJob, type JobStep } from './care-job.ts';
-import { apiserversReady, kubernetesRestartStep, restartKubernetes, type KubernetesCare } from './kubernetes-restart.ts';
+import { apiserversReady, drainEndpoint, kubernetesRestartStep, restartKubernetes, type KubernetesCare } from './kubernetes-restart.ts';
 import { oneVoterAtATime, rollingStep, type RollingWork, type VoterHealth } from './rolling.ts';
 import { done, proceed } from './steps.ts';
 
@@ -39,9 +39,14 @@ function machineOf(deps: RenewDeps, voter: VoterHealth): MachineRecord {
   return machine;
 }
 
-/** Stops the voter's member, runs `between` while it is stopped, and starts it again. */
+/**
+ * Stops the voter's member, runs `between` while it is stopped, and starts it again. On a Kubernetes
+ * control plane the endpoint stops routing to the machine first: its apiserver serves through that
+ * member, and is routed to again by the components' restart that follows.
+ */
 async function restartMember(deps: RenewDeps, voter: VoterHealth, between: (machine: MachineRecord) => Promise<void>): Promise<MachineRecord> {
   const machine = machineOf(deps, voter);
+  if (deps.kubernetes !== undefined) await drainEndpoint(deps.cluster, deps.kubernetes, machine.name);
   await deps.provider.stopMember(deps.cluster, machine.name, deps.lease.fence);
   await between(machine);
   await deps.start(machine);

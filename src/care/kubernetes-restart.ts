@@ -48,6 +48,17 @@ export async function apiserversReady(cluster: string, care: KubernetesCare): Pr
   return apiserverGate(await healthOf(cluster, care));
 }
 
+/**
+ * The endpoint routed to every machine but `leaving`, before something takes its apiserver out of
+ * service (its etcd member's restart): new connections go to the others, which the gate found ready.
+ */
+export async function drainEndpoint(cluster: string, care: KubernetesCare, leaving: string): Promise<void> {
+  await care.machines.route(
+    cluster,
+    care.names.filter((n) => n !== leaving),
+  );
+}
+
 /** The endpoint routed to exactly the machines whose apiserver is ready, in ordinal order (as the planner routes). */
 async function routeReady(cluster: string, care: KubernetesCare, health: Map<string, Health>): Promise<void> {
   await care.machines.route(
@@ -87,11 +98,7 @@ export async function kubernetesRestartStep(
   const gate = apiserverGate(health, next);
   if (gate !== undefined) return { result: gate, progress };
   await lease.verify();
-  // Out of the endpoint first: new connections go to the others, which the gate found ready.
-  await care.machines.route(
-    cluster,
-    care.names.filter((n) => n !== next),
-  );
+  await drainEndpoint(cluster, care, next);
   await care.machines.stopComponents(cluster, next, lease.fence);
   await between(next);
   await care.machines.startComponent(cluster, next, 'kube-apiserver', care.launch(next), lease.fence);

@@ -104,7 +104,16 @@ describe('certificate renewal of a Kubernetes control plane as passes', () => {
   test('the members first, each only while every apiserver is ready; then the Kubernetes clients, then each machine\'s components', async () => {
     const { cluster, calls, deps } = renewalCluster();
     const fake = new FakeKubernetesMachines(['m-a', 'm-b', 'm-c']);
-    const withKubernetes = (): RenewDeps => ({ ...deps(), kubernetes: fake.care() });
+    // Each member stopped while the endpoint routes to the other machines only.
+    const routedAtStop: string[] = [];
+    const withKubernetes = (): RenewDeps => {
+      const base = deps();
+      const stopMember: RenewDeps['provider']['stopMember'] = async (c, machine, fence) => {
+        routedAtStop.push(`${machine}: ${fake.routes.join(',')}`);
+        await base.provider.stopMember(c, machine, fence);
+      };
+      return { ...base, provider: { ...base.provider, stopMember }, kubernetes: fake.care() };
+    };
     const clock = virtualClock();
     fake.broken.add('m-c');
     let job = stored(await advanceJob(renewalStep(withKubernetes(), cluster.admin), startCareJob('RenewCertificates', 'RenewalDue', 0), clock, PATIENCE));
@@ -122,6 +131,7 @@ describe('certificate renewal of a Kubernetes control plane as passes', () => {
     assert.ok(stages.indexOf('apiservers') > stages.lastIndexOf('members'), stages.join(', '));
     assert.deepEqual(fake.calls.filter((c) => c.startsWith('renew') || c.startsWith('stop')), ['renew cluster', 'stop m-a', 'renew m-a', 'stop m-b', 'renew m-b', 'stop m-c', 'renew m-c']);
     assert.equal(fake.outages, 0);
+    assert.deepEqual(routedAtStop, ['m-b: m-a,m-c', 'm-c: m-a,m-b', 'm-a: m-b,m-c']);
     assert.match(job.notes.join('; '), /renewed the Kubernetes client certificates; .*renewed the apiserver certificate of m-c and restarted its components/);
     assert.equal(job.ended.summary, 'restarted the Kubernetes components of 3 machines');
   });
