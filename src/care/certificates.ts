@@ -81,9 +81,9 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
 }
 
 /** Restarts the Kubernetes components of every machine (kubernetes-restart.ts), when there are any. */
-async function restartComponents(deps: RenewDeps, what: string, between?: (machine: string) => Promise<void>): Promise<void> {
+async function restartComponents(deps: RenewDeps, what: string): Promise<void> {
   if (deps.kubernetes === undefined) return;
-  await restartKubernetes(deps.cluster, deps.kubernetes, { lease: deps.lease, clock: deps.clock, patienceMs: deps.healthTimeoutMs, onNote: deps.onNote }, between);
+  await restartKubernetes(deps.cluster, deps.kubernetes, { lease: deps.lease, clock: deps.clock, patienceMs: deps.healthTimeoutMs, onNote: deps.onNote });
   deps.onNote(what);
 }
 
@@ -149,10 +149,11 @@ export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
  * trusts every certificate it may be shown: (1) members and clients trust old and new CA; (2) the
  * client and each member get certificates from the new CA; (3) the old CA leaves the bundle. The
  * phase is recorded before each restart, so a rerun after a crash carries on where it stopped. On a
- * Kubernetes control plane each phase's member restarts are followed by a rolling restart of the
- * machines' components: the apiservers trust both etcd CAs before any member shows a certificate from
- * the new one, present an etcd client certificate from the new CA before the old CA is dropped, and
- * trust the new CA only at the end. The Kubernetes CA itself is not rotated.
+ * Kubernetes control plane the first and last phases' member restarts are followed by a rolling
+ * restart of the machines' components: after the first, the apiservers trust both etcd CAs and present
+ * an etcd client certificate of the new one (every member trusts it by then), before any member shows
+ * a certificate of the new CA; after the last, they trust the new CA only. The Kubernetes CA itself is
+ * not rotated.
  */
 export async function rotateCertificateAuthority(deps: RenewDeps): Promise<string[]> {
   await deps.lease.verify();
@@ -165,8 +166,14 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
   let renewed: string[] = [];
   if (phase === 'trust') {
     await rollingRestart(deps, () => Promise.resolve(), (m) => `${m.name} restarted trusting both CAs`);
-    // Before any member shows a certificate from the new CA, every apiserver must trust it.
-    await restartComponents(deps, 'the apiservers restarted trusting both etcd CAs');
+    if (deps.kubernetes !== undefined) {
+      // Every member trusts the new CA now: the apiservers may show it a client certificate of the new CA.
+      await deps.kubernetes.machines.renewClusterCertificates(deps.cluster, { nextEtcdCa: true });
+      deps.onNote('renewed the Kubernetes client certificates, the apiserver etcd client from the new CA');
+    }
+    // One restart for both: each apiserver trusts the new CA before any member shows a certificate of
+    // it, and shows etcd a client certificate of the new CA long before the old one is dropped.
+    await restartComponents(deps, 'the apiservers restarted trusting both etcd CAs, with an etcd client certificate from the new one');
     phase = 'reissue';
     await deps.lease.verify();
     await deps.provider.advanceCaRotation(deps.cluster, phase);
@@ -174,18 +181,11 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
   if (phase === 'reissue') {
     await deps.provider.renewClientCertificate(deps.cluster);
     deps.onNote('renewed the client certificate from the new CA');
-    if (deps.kubernetes !== undefined) {
-      // apiserver-etcd-client among them, now signed by the new etcd CA.
-      await deps.kubernetes.machines.renewClusterCertificates(deps.cluster);
-      deps.onNote('renewed the Kubernetes client certificates, the apiserver etcd client from the new CA');
-    }
     renewed = await rollingRestart(
       deps,
       (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name, deps.lease.fence),
       (machine) => `renewed the certificates of ${machine.name} from the new CA and restarted it`,
     );
-    // Every apiserver shows etcd a client certificate from the new CA before the old one is dropped.
-    await restartComponents(deps, 'the apiservers restarted with their etcd client certificate from the new CA');
     phase = 'drop';
     await deps.lease.verify();
     await deps.provider.advanceCaRotation(deps.cluster, phase);

@@ -105,17 +105,16 @@ export async function kubernetesRestartStep(
   return { result: proceed(`restarted the apiserver of ${next}`), progress: { started: true, done: progress.done, awaiting: next } };
 }
 
-/** A whole rolling restart of the components, its steps driven to the end (each wait within `patienceMs`). */
-export async function restartKubernetes(
-  cluster: string,
-  care: KubernetesCare,
-  options: { lease: LeaseGuard; clock: Clock; patienceMs: number; onNote: (text: string) => void },
-  between: (machine: string) => Promise<void> = () => Promise.resolve(),
-): Promise<void> {
+/**
+ * A whole rolling restart of the components with nothing renewed in between (what a CA rotation's
+ * phase needs: the CA files and client certificates are already in the store), its steps driven to
+ * the end, each wait within `patienceMs`.
+ */
+export async function restartKubernetes(cluster: string, care: KubernetesCare, options: { lease: LeaseGuard; clock: Clock; patienceMs: number; onNote: (text: string) => void }): Promise<void> {
   let progress = NOT_STARTED;
   await runSteps(
     async () => {
-      const next = await kubernetesRestartStep(cluster, care, options.lease, progress, between);
+      const next = await kubernetesRestartStep(cluster, care, options.lease, progress, () => Promise.resolve());
       progress = next.progress;
       return next.result;
     },

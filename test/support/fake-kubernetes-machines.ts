@@ -86,8 +86,8 @@ export class FakeKubernetesMachines implements KubernetesMachines {
     return Promise.resolve(`${name}:6443`);
   }
 
-  renewClusterCertificates(): Promise<void> {
-    this.calls.push('renew cluster');
+  renewClusterCertificates(_cluster: string, options: { nextEtcdCa?: boolean } = {}): Promise<void> {
+    this.calls.push(options.nextEtcdCa === true ? 'renew cluster, etcd client from the next CA' : 'renew cluster');
     return Promise.resolve();
   }
 

@@ -75,11 +75,12 @@ export class ClusterPki {
    * New keys and certificates for the cluster's Kubernetes clients (apiserver-etcd-client from the etcd
    * CA's signing key, front-proxy-client, admin, controller-manager, scheduler); the CAs and the
    * service-account key stay. Running components keep what they loaded until they restart.
+   * `nextEtcdCa`: the etcd client from the etcd CA a rotation is bringing in.
    */
-  async renewKubernetesCluster(cluster: string): Promise<void> {
+  async renewKubernetesCluster(cluster: string, nextEtcdCa = false): Promise<void> {
     const pki = await loadKubernetesPki();
     const state = this.state(cluster);
-    await state.withFiles(['pki', KUBERNETES_PKI], () => pki.issueKubernetesCluster(state.cacheDir, { renew: true, validityMs: this.validityMs }));
+    await state.withFiles(['pki', KUBERNETES_PKI], () => pki.issueKubernetesCluster(state.cacheDir, { renew: true, nextEtcdCa, validityMs: this.validityMs }));
   }
 
   /** Runs `use` on a copy of the cluster's Kubernetes files as stored, made on first use. */

@@ -13,7 +13,7 @@ export interface LocalKubernetesHost {
   clusterAddress(cluster: string): Promise<string>;
   clusterDir(cluster: string): string;
   kubeconfig(cluster: string, server: string): Promise<string>;
-  renewClusterCertificates(cluster: string): Promise<void>;
+  renewClusterCertificates(cluster: string, nextEtcdCa: boolean): Promise<void>;
   /** The machine's apiserver serving certificate issued anew, naming its address and `endpointHost`. */
   renewMachineCertificates(cluster: string, name: string, endpointHost: string): Promise<void>;
 }
@@ -59,8 +59,8 @@ export class LocalKubernetesMachines implements KubernetesMachines {
     return this.host.kubeconfig(cluster, server);
   }
 
-  renewClusterCertificates(cluster: string): Promise<void> {
-    return this.host.renewClusterCertificates(cluster);
+  renewClusterCertificates(cluster: string, options: { nextEtcdCa?: boolean } = {}): Promise<void> {
+    return this.host.renewClusterCertificates(cluster, options.nextEtcdCa === true);
   }
 
   async renewMachineCertificates(cluster: string, name: string): Promise<void> {
