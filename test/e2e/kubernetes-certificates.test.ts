@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { CertificateInfo } from '../../src/ports/care.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
@@ -122,10 +121,10 @@ describe('certificates of a Kubernetes control plane', { timeout: 600_000 }, () 
   });
 
   test('certs renew --ca: the apiservers still serve, with an etcd client certificate of the new etcd CA', async (t) => {
-    const pki = join(env.stateDir, 'clusters', 'kc', 'current');
-    const listed = certs((await env.run(['certs', 'kc', '-o', 'json'])).stdout);
-    const etcdClient = [...listed.keys()].find((file) => file.endsWith('/apiserver-etcd-client.crt')) ?? '';
-    const etcdCa = [...listed.keys()].find((file) => file.endsWith('/pki/ca.crt') && !file.includes('/kubernetes/')) ?? join(pki, 'pki', 'ca.crt');
+    const listed = [...certs((await env.run(['certs', 'kc', '-o', 'json'])).stdout).keys()];
+    const etcdClient = listed.find((file) => file.endsWith('/apiserver-etcd-client.crt'));
+    const etcdCa = listed.find((file) => file.endsWith('/pki/ca.crt') && !file.includes('/kubernetes/'));
+    assert.ok(etcdClient !== undefined && etcdCa !== undefined, `the listing names the etcd CA and the apiserver's etcd client: ${listed.join(', ')}`);
     const oldIssuer = issuerOf(etcdClient);
     const load = await underLoad(endpoint, 'rotate', async () => {
       const rotate = await env.run(['certs', 'renew', 'kc', '--ca']);
