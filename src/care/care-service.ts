@@ -12,13 +12,14 @@ import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdDowngrade } from '../ports/etcd-downgrade.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
 import type { Logger } from '../ports/logger.ts';
-import type { MachineProvider } from '../ports/machine-provider.ts';
+import type { KubernetesMachines, MachineProvider } from '../ports/machine-provider.ts';
 import type { StateStore } from '../ports/state-store.ts';
 import { backupsDir, listBackups, sidecarPath, type Backup } from './backup/backup-files.ts';
 import { takeBackup } from './backup/take-backup.ts';
 import { advanceJob } from './care-job.ts';
 import { renewalStep, renewCertificates, rotateCertificateAuthority, type RenewDeps } from './certificates.ts';
 import { changeClusterVersion } from './downgrade.ts';
+import type { KubernetesCare } from './kubernetes-restart.ts';
 import { maintain, maintenanceStep, type MaintainDeps, type MaintainReport } from './maintain.ts';
 import { carryOutRecovery, surveyRecovery, type RecoverDeps, type RecoveryPlan } from './recover.ts';
 import type { CheckedSnapshot } from './restore.ts';
@@ -71,6 +72,21 @@ async function earliestExpiry(files: string[]): Promise<ObservedCare['certificat
     if (first === undefined || expiry < first.earliestExpiry) first = { earliestExpiry: expiry, file };
   }
   return first;
+}
+
+/**
+ * A Kubernetes control plane's machines for a rolling restart of their components: those with a member
+ * and not leaving, in ordinal order, each started at its own recorded Kubernetes version.
+ */
+function kubernetesCare(cp: ControlPlaneRecord, machines: readonly MachineRecord[], provider: KubernetesMachines | undefined): KubernetesCare | undefined {
+  const spec = cp.manifest.spec.kubernetes;
+  if (spec === undefined || provider === undefined) return undefined;
+  const serving = machines.filter((m) => m.clientURL !== undefined && m.deleteRequested === undefined).sort((a, b) => a.ordinal - b.ordinal);
+  return {
+    machines: provider,
+    names: serving.map((m) => m.name),
+    launch: (name) => ({ version: serving.find((m) => m.name === name)?.kubernetesVersion ?? spec.version, ...(spec.binaries === undefined ? {} : { binaries: spec.binaries }) }),
+  };
 }
 
 /** The key count at `revision` from the first member that answers. */
@@ -205,11 +221,14 @@ export class CareService implements CarePort {
   private async renewDeps(writer: LeaseWriter, onNote?: (text: string) => void): Promise<RenewDeps> {
     const cp = await this.deps.store.getControlPlane(this.cluster);
     if (!cp) throw new InvalidInputError([`no control plane named ${this.cluster} in ${this.deps.storeLocation}`]);
+    const machines = await this.deps.store.listMachines(this.cluster);
+    const kubernetes = kubernetesCare(cp, machines, this.deps.provider.kubernetes);
     return {
       cluster: this.cluster,
       withAdmin: <T>(use: (admin: EtcdAdmin) => Promise<T>) => this.deps.withClients(({ admin }) => use(admin)),
       provider: this.deps.provider,
-      machines: await this.deps.store.listMachines(this.cluster),
+      machines,
+      ...(kubernetes === undefined ? {} : { kubernetes }),
       start: this.restarter(cp, writer),
       lease: writer,
       clock: this.deps.clock,

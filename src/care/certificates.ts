@@ -1,4 +1,4 @@
-import { startCareJob } from '../domain/care-job.ts';
+import { NOT_STARTED, startCareJob } from '../domain/care-job.ts';
 import type { MachineRecord } from '../domain/machine.ts';
 import type { LeaseGuard } from '../ports/care.ts';
 import type { Clock } from '../ports/clock.ts';
@@ -6,7 +6,8 @@ import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { MachineProvider } from '../ports/machine-provider.ts';
 import { BlockedError } from './blocked-error.ts';
 import { driveJob, type JobStep } from './care-job.ts';
-import { oneVoterAtATime, rollingStep, type VoterHealth } from './rolling.ts';
+import { apiserversReady, drainEndpoint, kubernetesRestartStep, restartKubernetes, type KubernetesCare } from './kubernetes-restart.ts';
+import { oneVoterAtATime, rollingStep, type RollingWork, type VoterHealth } from './rolling.ts';
 import { done, proceed } from './steps.ts';
 
 /** What certificate renewal needs of the provider: stop, re-issue; and the CA files of a rotation. */
@@ -28,6 +29,8 @@ export interface RenewDeps {
   clock: Clock;
   healthTimeoutMs: number;
   onNote: (text: string) => void;
+  /** A Kubernetes control plane's components, restarted after the members; absent on an etcd-only one. */
+  kubernetes?: KubernetesCare;
 }
 
 function machineOf(deps: RenewDeps, voter: VoterHealth): MachineRecord {
@@ -36,9 +39,14 @@ function machineOf(deps: RenewDeps, voter: VoterHealth): MachineRecord {
   return machine;
 }
 
-/** Stops the voter's member, runs `between` while it is stopped, and starts it again. */
+/**
+ * Stops the voter's member, runs `between` while it is stopped, and starts it again. On a Kubernetes
+ * control plane the endpoint stops routing to the machine first: its apiserver serves through that
+ * member, and is routed to again by the components' restart that follows.
+ */
 async function restartMember(deps: RenewDeps, voter: VoterHealth, between: (machine: MachineRecord) => Promise<void>): Promise<MachineRecord> {
   const machine = machineOf(deps, voter);
+  if (deps.kubernetes !== undefined) await drainEndpoint(deps.cluster, deps.kubernetes, machine.name);
   await deps.provider.stopMember(deps.cluster, machine.name, deps.lease.fence);
   await between(machine);
   await deps.start(machine);
@@ -48,13 +56,22 @@ async function restartMember(deps: RenewDeps, voter: VoterHealth, between: (mach
 const endpointsOf = (deps: RenewDeps): string[] => deps.machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
 
 /**
+ * On a Kubernetes control plane a member is stopped only while every apiserver is ready: each apiserver
+ * reads and writes through its own machine's member, so stopping one takes that apiserver out too.
+ */
+function apiserverGate(deps: RenewDeps): Pick<RollingWork, 'gate'> {
+  const { kubernetes } = deps;
+  return kubernetes === undefined ? {} : { gate: () => apiserversReady(deps.cluster, kubernetes) };
+}
+
+/**
  * Restarts every member one at a time, followers first and the leader last after leadership moved
  * away, each voter healthy again before the next; `between` runs while the member is stopped.
  */
 async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord) => Promise<void>, done: (machine: MachineRecord) => string): Promise<string[]> {
   const restarted: string[] = [];
   await deps.withAdmin((admin) =>
-    oneVoterAtATime(admin, endpointsOf(deps), { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify() }, async (voter) => {
+    oneVoterAtATime(admin, endpointsOf(deps), { clock: deps.clock, healthTimeoutMs: deps.healthTimeoutMs, beforeEach: () => deps.lease.verify(), ...apiserverGate(deps) }, async (voter) => {
       const machine = await restartMember(deps, voter, between);
       restarted.push(machine.name);
       deps.onNote(done(machine));
@@ -63,14 +80,36 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
   return restarted;
 }
 
+/** Restarts the Kubernetes components of every machine (kubernetes-restart.ts), when there are any. */
+async function restartComponents(deps: RenewDeps, what: string): Promise<void> {
+  if (deps.kubernetes === undefined) return;
+  await restartKubernetes(deps.cluster, deps.kubernetes, { lease: deps.lease, clock: deps.clock, patienceMs: deps.healthTimeoutMs, onNote: deps.onNote });
+  deps.onNote(what);
+}
+
 /**
  * One step of a certificate renewal: new client certificates from the cluster's CA first, then each
  * member in turn is stopped, gets a new key and certificates while no process reads them, and starts
  * again, the cluster healthy again before the next. Old and new certificates come from the same CA, so
- * members that have not restarted yet keep trusting the ones that have.
+ * members that have not restarted yet keep trusting the ones that have. On a Kubernetes control plane
+ * the Kubernetes clients' certificates are renewed next (stage `kubernetes`), then each machine's
+ * components restart one machine at a time with a new apiserver serving certificate (stage `apiservers`).
  */
 export function renewalStep(deps: RenewDeps, admin: EtcdAdmin, onRestarted?: (machine: string) => void): JobStep {
   return async (job, note) => {
+    const { kubernetes } = deps;
+    if (kubernetes !== undefined && job.stage === 'kubernetes') {
+      await deps.lease.verify();
+      await kubernetes.machines.renewClusterCertificates(deps.cluster);
+      note('renewed the Kubernetes client certificates');
+      return { result: proceed('Kubernetes client certificates renewed'), job: { ...job, stage: 'apiservers', rolling: NOT_STARTED } };
+    }
+    if (kubernetes !== undefined && job.stage === 'apiservers') {
+      const renewServing = (machine: string): Promise<void> => kubernetes.machines.renewMachineCertificates(deps.cluster, machine);
+      const { result, progress } = await kubernetesRestartStep(deps.cluster, kubernetes, deps.lease, job.rolling, renewServing);
+      if (progress.done.length > job.rolling.done.length) note(`renewed the apiserver certificate of ${String(progress.done.at(-1))} and restarted its components`);
+      return { result, job: { ...job, rolling: progress } };
+    }
     if (job.stage === 'start') {
       await deps.lease.verify();
       await deps.provider.renewClientCertificate(deps.cluster);
@@ -82,9 +121,11 @@ export function renewalStep(deps: RenewDeps, admin: EtcdAdmin, onRestarted?: (ma
       onRestarted?.(machine.name);
       note(`renewed the certificates of ${machine.name} and restarted it`);
     };
-    const { result, progress } = await rollingStep({ admin, endpoints: endpointsOf(deps), beforeEach: () => deps.lease.verify(), work }, job.rolling);
+    const { result, progress } = await rollingStep({ admin, endpoints: endpointsOf(deps), beforeEach: () => deps.lease.verify(), work, ...apiserverGate(deps) }, job.rolling);
     const next = { ...job, rolling: progress };
-    return result.kind === 'Done' ? { result: done(`renewed the certificates of ${String(progress.done.length)} members`), job: next } : { result, job: next };
+    if (result.kind !== 'Done') return { result, job: next };
+    const summary = `renewed the certificates of ${String(progress.done.length)} members`;
+    return kubernetes === undefined ? { result: done(summary), job: next } : { result: proceed(summary), job: { ...next, stage: 'kubernetes' } };
   };
 }
 
@@ -107,7 +148,12 @@ export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
  * A new CA with an overlap bundle, in three rolling restarts so that at every moment each member
  * trusts every certificate it may be shown: (1) members and clients trust old and new CA; (2) the
  * client and each member get certificates from the new CA; (3) the old CA leaves the bundle. The
- * phase is recorded before each restart, so a rerun after a crash carries on where it stopped.
+ * phase is recorded before each restart, so a rerun after a crash carries on where it stopped. On a
+ * Kubernetes control plane the first and last phases' member restarts are followed by a rolling
+ * restart of the machines' components: after the first, the apiservers trust both etcd CAs and present
+ * an etcd client certificate of the new one (every member trusts it by then), before any member shows
+ * a certificate of the new CA; after the last, they trust the new CA only. The Kubernetes CA itself is
+ * not rotated.
  */
 export async function rotateCertificateAuthority(deps: RenewDeps): Promise<string[]> {
   await deps.lease.verify();
@@ -120,6 +166,14 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
   let renewed: string[] = [];
   if (phase === 'trust') {
     await rollingRestart(deps, () => Promise.resolve(), (m) => `${m.name} restarted trusting both CAs`);
+    if (deps.kubernetes !== undefined) {
+      // Every member trusts the new CA now: the apiservers may show it a client certificate of the new CA.
+      await deps.kubernetes.machines.renewClusterCertificates(deps.cluster, { nextEtcdCa: true });
+      deps.onNote('renewed the Kubernetes client certificates, the apiserver etcd client from the new CA');
+    }
+    // One restart for both: each apiserver trusts the new CA before any member shows a certificate of
+    // it, and shows etcd a client certificate of the new CA long before the old one is dropped.
+    await restartComponents(deps, 'the apiservers restarted trusting both etcd CAs, with an etcd client certificate from the new one');
     phase = 'reissue';
     await deps.lease.verify();
     await deps.provider.advanceCaRotation(deps.cluster, phase);
@@ -138,6 +192,7 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
     deps.onNote('the old CA left the bundle');
   }
   await rollingRestart(deps, () => Promise.resolve(), (m) => `${m.name} restarted trusting the new CA only`);
+  await restartComponents(deps, 'the apiservers restarted trusting the new etcd CA only');
   await deps.provider.advanceCaRotation(deps.cluster, undefined);
   return renewed;
 }

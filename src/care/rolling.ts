@@ -177,6 +177,8 @@ export interface RollingWork {
   beforeEach: () => Promise<void>;
   /** Only these member IDs, when given. */
   only?: ReadonlySet<string>;
+  /** Asked before each voter is stopped: a RequeueAfter it returns holds the work (the apiservers' readiness). */
+  gate?: () => Promise<StepResult | undefined>;
   work: (voter: VoterHealth) => Promise<void>;
 }
 
@@ -209,6 +211,8 @@ export async function rollingStep(job: RollingWork, progress: RollingProgress): 
     .filter((id) => !progress.done.includes(id) && (job.only?.has(id) ?? true))
     .sort((a, b) => Number(a === leaderId) - Number(b === leaderId));
   if (next === undefined) return { result: done(`${String(progress.done.length)} voters done`), progress };
+  const held = await job.gate?.();
+  if (held !== undefined) return { result: held, progress };
   const result = await stopVoterStep(admin, endpoints, next, job.beforeEach, job.work)();
   return result.kind === 'Done' ? { result: proceed(result.summary), progress: { ...progress, awaiting: next } } : { result, progress };
 }
@@ -222,10 +226,10 @@ export async function rollingStep(job: RollingWork, progress: RollingProgress): 
 export async function oneVoterAtATime(
   admin: EtcdAdmin,
   endpoints: readonly string[],
-  options: { clock: Clock; healthTimeoutMs: number; beforeEach: () => Promise<void>; only?: ReadonlySet<string> },
+  options: { clock: Clock; healthTimeoutMs: number; beforeEach: () => Promise<void>; only?: ReadonlySet<string>; gate?: RollingWork['gate'] },
   step: (voter: VoterHealth) => Promise<void>,
 ): Promise<void> {
-  const job: RollingWork = { admin, endpoints, beforeEach: options.beforeEach, work: step, ...(options.only === undefined ? {} : { only: options.only }) };
+  const job: RollingWork = { admin, endpoints, beforeEach: options.beforeEach, work: step, ...(options.only === undefined ? {} : { only: options.only }), ...(options.gate === undefined ? {} : { gate: options.gate }) };
   let progress = NOT_STARTED;
   await runSteps(
     async () => {

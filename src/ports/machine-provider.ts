@@ -187,6 +187,16 @@ export interface KubernetesMachines {
   adminKubeconfig(cluster: string, server: string): Promise<string>;
   /** host:port of a machine's kube-apiserver. */
   apiserverAddress(cluster: string, name: string): Promise<string>;
+  /**
+   * New certificates for the cluster's Kubernetes clients (the apiserver's etcd and front-proxy
+   * clients, the admin, controller-manager and scheduler), from the CAs as they are; the CAs and the
+   * service-account key stay. Components load them at their next start. `nextEtcdCa`: the
+   * apiserver's etcd client from the etcd CA a rotation is bringing in (which every member trusts once
+   * the rotation's first phase is through), not from the one that signs now.
+   */
+  renewClusterCertificates(cluster: string, options?: { nextEtcdCa?: boolean }): Promise<void>;
+  /** A new serving certificate for the machine's apiserver, loaded at its next start. */
+  renewMachineCertificates(cluster: string, name: string): Promise<void>;
 }
 
 export interface InfraProvider {

@@ -1,13 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { advanceJob, type JobStep } from '../../src/care/care-job.ts';
-import { renewalStep, type RenewDeps } from '../../src/care/certificates.ts';
+import { renewalStep, rotateCertificateAuthority, type RenewDeps } from '../../src/care/certificates.ts';
 import { maintenanceStep, type MaintainDeps } from '../../src/care/maintain.ts';
 import { done, failed, proceed, requeueAfter, type StepResult } from '../../src/care/steps.ts';
 import { startCareJob, type CareJobRecord } from '../../src/domain/care-job.ts';
 import type { MachineRecord } from '../../src/domain/machine.ts';
 import type { EtcdMaintenance } from '../../src/ports/etcd-maintenance.ts';
+import type { CaRotationPhase } from '../../src/ports/machine-provider.ts';
 import { FakeCluster, virtualClock } from '../support/fake-etcd-cluster.ts';
+import { FakeKubernetesMachines } from '../support/fake-kubernetes-machines.ts';
 
 const PATIENCE = 60_000;
 const noLease = { verify: (): Promise<void> => Promise.resolve() };
@@ -96,6 +98,73 @@ describe('certificate renewal as passes', () => {
     assert.equal(waits.filter((w) => w === 'VoterNotBack').length, 3, JSON.stringify(waits));
     assert.deepEqual(cluster.moves, ['b'], 'leadership moved off a before it restarted');
     assert.match(job.notes.join('; '), /renewed the certificates of m-a and restarted it/);
+  });
+});
+
+describe('certificate renewal of a Kubernetes control plane as passes', () => {
+  test('the members first, each only while every apiserver is ready; then the Kubernetes clients, then each machine\'s components', async () => {
+    const { cluster, calls, deps } = renewalCluster();
+    const fake = new FakeKubernetesMachines(['m-a', 'm-b', 'm-c']);
+    // Each member stopped while the endpoint routes to the other machines only.
+    const routedAtStop: string[] = [];
+    const withKubernetes = (): RenewDeps => {
+      const base = deps();
+      const stopMember: RenewDeps['provider']['stopMember'] = async (c, machine, fence) => {
+        routedAtStop.push(`${machine}: ${fake.routes.join(',')}`);
+        await base.provider.stopMember(c, machine, fence);
+      };
+      return { ...base, provider: { ...base.provider, stopMember }, kubernetes: fake.care() };
+    };
+    const clock = virtualClock();
+    fake.broken.add('m-c');
+    let job = stored(await advanceJob(renewalStep(withKubernetes(), cluster.admin), startCareJob('RenewCertificates', 'RenewalDue', 0), clock, PATIENCE));
+    assert.equal(job.waiting?.reason, 'APIServerNotReady', JSON.stringify(job));
+    assert.deepEqual(calls, ['client'], 'no member stopped while an apiserver is not ready');
+    fake.broken.delete('m-c');
+    const stages: string[] = [];
+    for (let pass = 0; pass < 60 && job.ended === undefined; pass++) {
+      job = stored(await advanceJob(renewalStep(withKubernetes(), cluster.admin), job, clock, PATIENCE));
+      stages.push(job.stage);
+      cluster.down.clear();
+    }
+    assert.equal(job.ended?.ok, true, JSON.stringify(job));
+    assert.equal(calls.filter((c) => c.startsWith('renew')).length, 3, 'every member renewed once');
+    assert.ok(stages.indexOf('apiservers') > stages.lastIndexOf('members'), stages.join(', '));
+    assert.deepEqual(fake.calls.filter((c) => c.startsWith('renew') || c.startsWith('stop')), ['renew cluster', 'stop m-a', 'renew m-a', 'stop m-b', 'renew m-b', 'stop m-c', 'renew m-c']);
+    assert.equal(fake.outages, 0);
+    assert.deepEqual(routedAtStop, ['m-b: m-a,m-c', 'm-c: m-a,m-b', 'm-a: m-b,m-c']);
+    assert.match(job.notes.join('; '), /renewed the Kubernetes client certificates; .*renewed the apiserver certificate of m-c and restarted its components/);
+    assert.equal(job.ended.summary, 'restarted the Kubernetes components of 3 machines');
+  });
+});
+
+describe('an etcd CA rotation of a Kubernetes control plane', () => {
+  test("the components restart after the first phase (an etcd client of the new CA by then) and after the last, never mid-phase", async () => {
+    const { cluster, calls, deps } = renewalCluster();
+    const fake = new FakeKubernetesMachines(['m-a', 'm-b', 'm-c']);
+    const stops = (list: string[]): number => list.filter((c) => c.startsWith('stop')).length;
+    const phases: string[] = [];
+    let phase: CaRotationPhase | undefined;
+    const base = deps();
+    const provider: RenewDeps['provider'] = {
+      ...base.provider,
+      caRotationPhase: () => Promise.resolve(phase),
+      advanceCaRotation: (_c, next) => {
+        phase = next;
+        phases.push(`${next ?? 'ended'}: ${String(stops(calls))} member stops, ${String(stops(fake.calls))} component stops`);
+        return Promise.resolve();
+      },
+    };
+    const start = (machine: MachineRecord): Promise<void> => {
+      cluster.down.delete(machine.name.slice(2));
+      return Promise.resolve();
+    };
+    await rotateCertificateAuthority({ ...base, provider, start, kubernetes: fake.care() });
+    assert.deepEqual(phases, ['trust: 0 member stops, 0 component stops', 'reissue: 3 member stops, 3 component stops', 'drop: 6 member stops, 3 component stops', 'ended: 9 member stops, 6 component stops']);
+    const renewed = fake.calls.indexOf('renew cluster, etcd client from the next CA');
+    assert.ok(renewed >= 0 && renewed < fake.calls.indexOf('stop m-a'), 'the etcd client from the new CA is in place before the first component restart');
+    assert.equal(fake.calls.filter((c) => c.startsWith('renew cluster')).length, 1);
+    assert.equal(fake.outages, 0);
   });
 });
 

@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import { after, test } from 'node:test';
-import { issueKubernetesMachine } from '../../src/adapters/pki/kubernetes-pki.ts';
+import { issueKubernetesCluster, issueKubernetesMachine } from '../../src/adapters/pki/kubernetes-pki.ts';
+import { rotateAuthority } from '../../src/adapters/pki/local-pki.ts';
 import type { CertAndKey } from '../../src/adapters/pki/pki-files.ts';
 
 // The Kubernetes PKI on its own, without the record store: what kubernetes-pki.ts writes in a cluster's folder.
@@ -82,4 +83,31 @@ test('a moved endpoint re-issues the apiserver certificate only; another machine
   assert.equal(other.serviceAccount.key, after.serviceAccount.key);
   assert.notEqual(other.apiserver.cert, after.apiserver.cert);
   assert.match(cert(other.apiserver.cert).subjectAltName ?? '', /^IP Address:127\.30\.1\.2,/);
+});
+
+test("renewal: the cluster's leaves anew (the etcd client still from the etcd CA), the CAs and the service-account key kept; a machine's renewal is its serving certificate only", async () => {
+  const dir = clusterDir();
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1');
+  const before = contents(dir);
+  const changed = (): string[] => [...contents(dir)].filter(([file, text]) => before.get(file) !== text).map(([file]) => file).sort();
+  await issueKubernetesMachine(dir, 'm1', '127.30.1.1', '127.31.0.1', { renew: true });
+  assert.deepEqual(changed(), ['machines/m1/kubernetes/apiserver.crt', 'machines/m1/kubernetes/apiserver.key']);
+  await issueKubernetesCluster(dir, { renew: true });
+  const leaves = ['admin', 'apiserver-etcd-client', 'controller-manager', 'front-proxy-client', 'scheduler'].flatMap((name) => [`kubernetes/pki/${name}.crt`, `kubernetes/pki/${name}.key`]);
+  assert.deepEqual(changed(), ['machines/m1/kubernetes/apiserver.crt', 'machines/m1/kubernetes/apiserver.key', ...leaves].sort());
+  assert.ok(signedBy(files.apiserverEtcdClient, files.etcdCa), 'apiserver-etcd-client is signed by the etcd CA');
+  assert.ok(signedBy(files.frontProxyClient, files.frontProxyCa.cert));
+  assert.ok(signedBy(files.clients.admin, files.ca.cert));
+});
+
+test('during an etcd CA rotation the apiserver etcd client may come from the CA being brought in', async () => {
+  const dir = clusterDir();
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', undefined);
+  const etcdPki = dirname(files.etcdCa);
+  await assert.rejects(issueKubernetesCluster(dir, { renew: true, nextEtcdCa: true }), /no CA rotation in progress/);
+  await rotateAuthority(etcdPki, 'trust');
+  await issueKubernetesCluster(dir, { renew: true, nextEtcdCa: true });
+  assert.ok(signedBy(files.apiserverEtcdClient, join(etcdPki, 'ca-next.crt')), 'signed by the next etcd CA');
+  assert.ok(!cert(files.apiserverEtcdClient.cert).verify(cert(files.etcdCa).publicKey), 'not by the current one');
+  assert.ok(signedBy(files.clients.admin, files.ca.cert), 'the Kubernetes clients from the Kubernetes CA as ever');
 });

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { TlsFiles } from '../../ports/etcd-admin.ts';
 import type { CaRotationPhase } from '../../ports/machine-provider.ts';
 import type { StoredClusterState } from '../stored-cluster-state.ts';
-import { clientTlsFiles, KUBERNETES_PKI, kubernetesClusterFiles, kubernetesMachinePki, memberTlsFiles, type KubernetesClusterFiles, type KubernetesFiles, type MemberTlsFiles } from './pki-files.ts';
+import { clientTlsFiles, KUBERNETES_PKI, kubernetesClusterFiles, kubernetesFiles, kubernetesMachinePki, memberTlsFiles, type KubernetesClusterFiles, type KubernetesFiles, type MemberTlsFiles } from './pki-files.ts';
 
 const loadPki = (): Promise<typeof import('./local-pki.ts')> => import('./local-pki.ts');
 const loadKubernetesPki = (): Promise<typeof import('./kubernetes-pki.ts')> => import('./kubernetes-pki.ts');
@@ -62,12 +62,25 @@ export class ClusterPki {
   /**
    * The Kubernetes files machine `name` at `address` needs (kubernetes-pki.ts), the cluster's made on
    * first use, brought to this host's copy from the store: the paths its components are started with.
-   * `endpointAddress`: the control-plane endpoint's IP, named in the apiserver's certificate.
+   * `endpointAddress`: the control-plane endpoint's IP, named in the apiserver's certificate; `renew`:
+   * a new serving certificate regardless.
    */
-  async issueKubernetesMachine(cluster: string, name: string, address: string, endpointAddress?: string): Promise<KubernetesFiles> {
+  async issueKubernetesMachine(cluster: string, name: string, address: string, endpointAddress?: string, renew = false): Promise<KubernetesFiles> {
     const pki = await loadKubernetesPki();
     const state = this.state(cluster);
-    return state.withFiles(['pki', KUBERNETES_PKI, kubernetesMachinePki(name)], () => pki.issueKubernetesMachine(state.cacheDir, name, address, endpointAddress, { validityMs: this.validityMs }));
+    return state.withFiles(['pki', KUBERNETES_PKI, kubernetesMachinePki(name)], () => pki.issueKubernetesMachine(state.cacheDir, name, address, endpointAddress, { renew, validityMs: this.validityMs }));
+  }
+
+  /**
+   * New keys and certificates for the cluster's Kubernetes clients (apiserver-etcd-client from the etcd
+   * CA's signing key, front-proxy-client, admin, controller-manager, scheduler); the CAs and the
+   * service-account key stay. Running components keep what they loaded until they restart.
+   * `nextEtcdCa`: the etcd client from the etcd CA a rotation is bringing in.
+   */
+  async renewKubernetesCluster(cluster: string, nextEtcdCa = false): Promise<void> {
+    const pki = await loadKubernetesPki();
+    const state = this.state(cluster);
+    await state.withFiles(['pki', KUBERNETES_PKI], () => pki.issueKubernetesCluster(state.cacheDir, { renew: true, nextEtcdCa, validityMs: this.validityMs }));
   }
 
   /** Runs `use` on a copy of the cluster's Kubernetes files as stored, made on first use. */
@@ -95,7 +108,9 @@ export class ClusterPki {
 
   /**
    * Every certificate file of the cluster as stored: its CA, fastplane's client, each named machine's
-   * server and peer; named under `current`, so a file keeps its name from one generation to the next.
+   * server and peer; on a Kubernetes control plane also its CAs, its clients' certificates and each
+   * machine's apiserver serving certificate. Named under `current`, so a file keeps its name from one
+   * generation to the next.
    */
   certificateFiles(cluster: string, names: readonly string[]): Promise<string[]> {
     const state = this.state(cluster);
@@ -104,7 +119,10 @@ export class ClusterPki {
       const files = memberTlsFiles('pki', memberPki(name));
       return [files.certFile, files.peerCertFile];
     });
-    const paths = [client.caFile, client.certFile, ...members];
+    const kubernetes = kubernetesClusterFiles('');
+    const kubernetesCerts = [kubernetes.ca, kubernetes.frontProxyCa, kubernetes.frontProxyClient, kubernetes.apiserverEtcdClient, ...Object.values(kubernetes.clients)].map((pair) => pair.cert);
+    const apiservers = names.map((name) => kubernetesFiles('', name).apiserver.cert);
+    const paths = [client.caFile, client.certFile, ...members, ...kubernetesCerts, ...apiservers];
     return state.readFiles((root) => Promise.resolve(paths.filter((path) => existsSync(join(root, path))).map((path) => join(state.currentDir(), path))));
   }
 

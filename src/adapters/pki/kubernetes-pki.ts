@@ -2,7 +2,7 @@ import { chmod, mkdir } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { withLock } from '../state-files.ts';
-import { ensureAuthority } from './local-pki.ts';
+import { ensureAuthority, nextAuthority } from './local-pki.ts';
 import { KUBERNETES_NETWORK, kubernetesClusterFiles, kubernetesFiles, type CertAndKey, type KubernetesClient, type KubernetesFiles } from './pki-files.ts';
 import { ensureAuthorityFiles, ensureKeyPair, ensureLeaf, subjectAltNames, x509, type Authority, type Leaf } from './x509-certificates.ts';
 
@@ -16,7 +16,12 @@ import { ensureAuthorityFiles, ensureKeyPair, ensureLeaf, subjectAltNames, x509,
 
 const KUBERNETES_CA = 'CN=kubernetes';
 
-type Options = { renew?: boolean; validityMs?: number | undefined };
+type Options = {
+  renew?: boolean;
+  validityMs?: number | undefined;
+  /** With `renew`: the apiserver's etcd client signed by the etcd CA a rotation is bringing in. */
+  nextEtcdCa?: boolean;
+};
 
 const CLIENT_SUBJECTS: Record<KubernetesClient, { commonName: string; organization?: string }> = {
   // kubeadm's super-admin.conf: the group system:masters passes every authorization check, needing no RBAC binding.
@@ -35,7 +40,8 @@ export async function issueKubernetesCluster(clusterDir: string, options: Option
   await mkdir(pkiDir, { recursive: true, mode: 0o700 });
   await chmod(pkiDir, 0o700);
   // The etcd CA first (its own lock): the apiserver's etcd client chains to it.
-  const etcdCa = await ensureAuthority(dirname(files.etcdCa), options.validityMs);
+  const current = await ensureAuthority(dirname(files.etcdCa), options.validityMs);
+  const etcdCa = options.nextEtcdCa === true ? await nextAuthority(dirname(files.etcdCa)) : current;
   // A cluster's machines start in parallel (and maybe from two CLI processes): one of each only.
   await withLock(join(pkiDir, 'ca.lock'), async () => {
     const renew = options.renew === true;
@@ -56,10 +62,11 @@ export async function issueKubernetesCluster(clusterDir: string, options: Option
  * What machine `name` at `address` needs (the cluster's files created first): its apiserver's
  * serving certificate for its address, the control-plane endpoint's (when known), 127.0.0.1, the
  * `kubernetes` service's cluster IP and DNS names. A certificate naming other addresses (the endpoint
- * moved) is issued anew.
+ * moved) is issued anew, and so is any with `renew`.
  */
 export async function issueKubernetesMachine(clusterDir: string, name: string, address: string, endpointAddress: string | undefined, options: Options = {}): Promise<KubernetesFiles> {
-  await issueKubernetesCluster(clusterDir, options);
+  // `renew` is the machine's own certificate only: the cluster's are renewed once, for every machine.
+  await issueKubernetesCluster(clusterDir, { validityMs: options.validityMs });
   const files = kubernetesFiles(clusterDir, name);
   await mkdir(dirname(files.apiserver.cert), { recursive: true, mode: 0o700 });
   const addresses = [...new Set([address, ...(endpointAddress === undefined ? [] : [endpointAddress]), '127.0.0.1', KUBERNETES_NETWORK.serviceIp])];

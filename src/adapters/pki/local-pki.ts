@@ -98,6 +98,13 @@ export async function rotateAuthority(pkiDir: string, step: 'trust' | 'switch' |
   });
 }
 
+/** The CA a rotation is bringing in (its first phase made it); throws when no rotation made one. */
+export async function nextAuthority(pkiDir: string): Promise<Authority> {
+  const cert = join(pkiDir, 'ca-next.crt');
+  if (!existsSync(cert)) throw new Error(`no CA rotation in progress in ${pkiDir}`);
+  return loadAuthority(join(pkiDir, 'ca-next.key'), cert);
+}
+
 const ROTATION_FILE = 'ca-rotation.json';
 
 /** The rolling restart a CA rotation needs next, from its state file in the cluster's PKI dir; undefined: none in progress. */

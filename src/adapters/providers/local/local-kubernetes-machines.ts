@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { KUBERNETES_COMPONENTS, type ComponentHealth, type Fence, type KubernetesComponent, type KubernetesLaunch, type KubernetesMachines, type MachineComponents } from '../../../ports/machine-provider.ts';
 import { HaproxyEndpoint } from '../../endpoint/haproxy-endpoint.ts';
 import { KUBERNETES_PORTS } from '../../host/kubernetes-flags.ts';
+import { hostOf } from '../../kubernetes/kubeconfig.ts';
 
 /** What the local provider lends its Kubernetes control plane: its machines' components, addresses and folders. */
 export interface LocalKubernetesHost {
@@ -12,6 +13,9 @@ export interface LocalKubernetesHost {
   clusterAddress(cluster: string): Promise<string>;
   clusterDir(cluster: string): string;
   kubeconfig(cluster: string, server: string): Promise<string>;
+  renewClusterCertificates(cluster: string, nextEtcdCa: boolean): Promise<void>;
+  /** The machine's apiserver serving certificate issued anew, naming its address and `endpointHost`. */
+  renewMachineCertificates(cluster: string, name: string, endpointHost: string): Promise<void>;
 }
 
 const NOT_RUN: ComponentHealth = { running: false, healthy: false, reason: 'this provider does not run it' };
@@ -53,6 +57,14 @@ export class LocalKubernetesMachines implements KubernetesMachines {
 
   adminKubeconfig(cluster: string, server: string): Promise<string> {
     return this.host.kubeconfig(cluster, server);
+  }
+
+  renewClusterCertificates(cluster: string, options: { nextEtcdCa?: boolean } = {}): Promise<void> {
+    return this.host.renewClusterCertificates(cluster, options.nextEtcdCa === true);
+  }
+
+  async renewMachineCertificates(cluster: string, name: string): Promise<void> {
+    await this.host.renewMachineCertificates(cluster, name, hostOf((await this.endpoint(cluster)).address));
   }
 
   async apiserverAddress(cluster: string, name: string): Promise<string> {

@@ -81,6 +81,12 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     clusterAddress: async (cluster) => `${this.addressPrefix}.${String(await this.slots.slotFor(cluster))}.0`,
     clusterDir: (cluster) => this.clusterDir(cluster),
     kubeconfig: (cluster, server) => this.kubeconfig(cluster, server),
+    renewClusterCertificates: (cluster, nextEtcdCa) => this.pki.renewKubernetesCluster(cluster, nextEtcdCa),
+    renewMachineCertificates: async (cluster, name, endpointHost) => {
+      const address = (await this.read(cluster, name))?.address;
+      if (address === undefined) throw new Error(`machine ${cluster}/${name} has no address`);
+      await this.pki.issueKubernetesMachine(cluster, name, address, endpointHost, true);
+    },
   });
 
   constructor(options: LocalProcessProviderOptions) {
