@@ -169,34 +169,44 @@ export async function joinSample(world: CalibrationWorld, ordinal: number, leade
     maxLearners: 1,
     ...(world.strictReconfigCheck === false ? { strictReconfigCheck: false } : {}),
   });
-  await until(
-    'the learner in sync',
-    async () => {
-      const [mine, lead] = await Promise.all([world.admin.status(infra.clientURL), world.admin.status(leader.clientURL)]);
-      return mine.raftAppliedIndex >= lead.raftAppliedIndex - IN_SYNC_ENTRIES ? true : undefined;
-    },
-    waitMs,
-  );
-  await until('the promotion', async () => {
-    await world.admin.promoteLearner([leader.clientURL], member.id);
-    return true;
-  });
-  const took = seconds(Date.now() - started);
-  if (leave) {
+  const gone = async (): Promise<void> => {
     await until('the member removed', async () => {
       await world.admin.removeMember([leader.clientURL], member.id);
       return true;
     });
     await world.provider.delete(world.cluster, infra.name);
+  };
+  try {
+    await until(
+      'the learner in sync',
+      async () => {
+        const [mine, lead] = await Promise.all([world.admin.status(infra.clientURL), world.admin.status(leader.clientURL)]);
+        return mine.raftAppliedIndex >= lead.raftAppliedIndex - IN_SYNC_ENTRIES ? true : undefined;
+      },
+      waitMs,
+    );
+    await until('the promotion', async () => {
+      await world.admin.promoteLearner([leader.clientURL], member.id);
+      return true;
+    });
+  } catch (error) {
+    // A sample given up still leaves: its learner would take the one learner slot of the next sample.
+    if (leave) await gone();
+    throw error;
   }
+  const took = seconds(Date.now() - started);
+  if (leave) await gone();
   return took;
 }
 
-/** One cold sample, then WARM_SAMPLES warm ones; `sample(i)` gets 0 for the cold one. */
+/**
+ * One cold sample, then WARM_SAMPLES warm ones; `sample(i)` gets 0 for the cold one. A sample that gave
+ * up (null) ends the sampling: the next would only wait out the same patience again.
+ */
 async function sampled<T>(sample: (i: number) => Promise<T>): Promise<{ cold: T; warm: T[] }> {
   const cold = await sample(0);
   const warm: T[] = [];
-  for (let i = 1; i <= WARM_SAMPLES; i++) warm.push(await sample(i));
+  for (let i = 1; i <= WARM_SAMPLES && cold !== null && warm.at(-1) !== null; i++) warm.push(await sample(i));
   return { cold, warm };
 }
 

@@ -102,10 +102,13 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
   for (const { at, machine } of ready) {
     const slotFreeAt = promotedTimes.length < limit ? -Infinity : (promotedTimes[promotedTimes.length - limit] ?? -Infinity);
     const otherwise = Math.max(freeAt, slotFreeAt, at);
-    // etcd's add rule counts voting members only: a learner counts from its promotion on.
+    // etcd's add rule counts voting members only: a learner counts from its promotion on. While a
+    // learner slot is free, a controller may add before it promotes the learners already in, so then
+    // their promotions set no rule on this add (a bound must not hold the run to an order it need not keep).
+    const afterPromotion = promotedTimes.length >= limit;
     let addAt = otherwise;
     for (let settled = false; !settled; ) {
-      const voters = [...connectedSince, ...joins.filter((j) => j.promotedAt <= addAt).map((j) => j.addAt)];
+      const voters = [...connectedSince, ...(afterPromotion ? joins.filter((j) => j.promotedAt <= addAt).map((j) => j.addAt) : [])];
       const allowed = Math.max(otherwise, addAllowedAt(inputs.addRule, voters, inputs.connectedSeconds));
       settled = allowed <= addAt;
       addAt = Math.max(addAt, allowed);
