@@ -1,11 +1,9 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { Calibration } from '../../src/bench/calibration.ts';
 import type { BenchResult } from '../../src/bench/result.ts';
+import { writeFlatCalibration } from '../support/bench-calibration.ts';
 import { CliEnv } from '../support/cli.ts';
 import { NetLab } from '../support/netlab.ts';
 
@@ -153,23 +151,7 @@ describe('fastplane bench --host-bandwidth on the network lab', { timeout: 720_0
 
   test('a run ahead of its bound at a milestone fails the bench loudly, its result still saved', async () => {
     // A calibration that claims an init takes 20 s: the run's first member serves long before that.
-    const calibration: Calibration = {
-      version: '3.6.17',
-      addRule: 'quorum-of-resulting',
-      initSamplesSeconds: [20, 20, 20, 20, 20],
-      joinSamplesSeconds: [0.5, 0.5, 0.5, 0.5, 0.5],
-      catchUpSamplesSeconds: [],
-      restoreSamplesSeconds: [],
-      coldSeconds: { init: 20, join: 0.5, catchUp: null, restore: null },
-      initSeconds: 20,
-      joinSeconds: 0.5,
-      keyspaceBytes: null,
-      catchUpSeconds: null,
-      restoreSeconds: null,
-      leaderOutbound: null,
-    };
-    const file = join(env.stateDir, 'calibration.json');
-    writeFileSync(file, JSON.stringify(calibration));
+    const file = writeFlatCalibration(env.stateDir, 20, 0.5);
     const bench = await env.run(['bench', '--modes', 'parallel', '--replicas', '3', '--provisioning-delay', '1s', '--version', '3.6.17', '--timeout', '120s', '-o', 'json'], { FASTPLANE_BENCH_CALIBRATION: file });
     assert.equal(bench.code, 1, bench.stderr);
     assert.match(bench.stderr, /MODEL ERROR: 1 run\(s\) got ahead of their bound.*init serving at [\d.]+ s, bound 2\d\.\d+ s/);

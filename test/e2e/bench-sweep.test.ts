@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { Calibration } from '../../src/bench/calibration.ts';
 import type { BenchResult } from '../../src/bench/result.ts';
 import type { SweepSummary } from '../../src/bench/sweep.ts';
+import { writeFlatCalibration } from '../support/bench-calibration.ts';
 import { CliEnv } from '../support/cli.ts';
 import { NetLab } from '../support/netlab.ts';
 
@@ -20,23 +20,7 @@ describe('fastplane bench --sweep', { timeout: 400_000 }, () => {
   test('a bench per cell, each JSON beside a summary that quotes it, and the report draws the map', async () => {
     // A calibration given (tests only) so that the cells' runs are what is timed here: costs far below
     // any real one, so no run can be ahead of its bound.
-    const calibration: Calibration = {
-      version: '3.6.17',
-      addRule: 'quorum-of-resulting',
-      initSamplesSeconds: [0.01, 0.01, 0.01, 0.01, 0.01],
-      joinSamplesSeconds: [0.01, 0.01, 0.01, 0.01, 0.01],
-      catchUpSamplesSeconds: [],
-      restoreSamplesSeconds: [],
-      coldSeconds: { init: 0.01, join: 0.01, catchUp: null, restore: null },
-      initSeconds: 0.01,
-      joinSeconds: 0.01,
-      keyspaceBytes: null,
-      catchUpSeconds: null,
-      restoreSeconds: null,
-      leaderOutbound: null,
-    };
-    const file = join(env.stateDir, 'calibration.json');
-    writeFileSync(file, JSON.stringify(calibration));
+    const file = writeFlatCalibration(env.stateDir, 0.01, 0.01);
     const sweep = await env.run(
       ['bench', '--sweep', '--host-bandwidth', 'unlimited', '--keyspace', '0', '--provisioning-delay', '1s,2s', '--replicas', '3', '--version', '3.6.17', '--modes', 'parallel,learners', '--timeout', '120s', '-o', 'json'],
       { FPL_LAB: String(LAB), FASTPLANE_BENCH_CALIBRATION: file },
