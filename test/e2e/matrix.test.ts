@@ -15,9 +15,9 @@ import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';
 // {etcd, fastplane} reconfiguration check x {CLI, controller} driver: up 3 with 200 keys, SIGKILL a
 // voter, repaired (by `up`, or by the controller alone), backup, 50 more keys, `restore --replace`
 // (exactly the 200 back), scale 5, scale 3, rollout 3.5.16 -> 3.5.30, down. A writer puts keys all
-// along; etcd is asked for its member list all along. The ssh rows run one after another on one
-// network lab (7 hosts: 5 members and a rollout's surge machine, with one to spare), the local rows
-// beside them; all share one etcd that is the record store of the etcd-store rows.
+// along; etcd is asked for its member list all along. The rows run one after another and share one
+// network lab (7 hosts: 5 members and a rollout's surge machine, with one to spare) and one etcd that
+// is the record store of the etcd-store rows.
 
 const ROWS: Combination[] = [
   { provider: 'local', store: 'sqlite', check: 'etcd', driver: 'cli' },
@@ -261,16 +261,9 @@ describe('the combination matrix: one scenario per row', () => {
     assert.deepEqual(missingPairs(ROWS), []);
   });
 
-  // The ssh rows share the lab's hosts, so they run one after another; the local rows have their own
-  // loopback addresses (a block per cluster), so they run beside them, one after another too.
-  describe('the rows, local beside ssh', { concurrency: true }, () => {
-    for (const provider of ['local', 'ssh'] as const) {
-      describe(`${provider} rows`, { concurrency: 1 }, () => {
-        ROWS.forEach((row, index) => {
-          if (row.provider !== provider) return;
-          test(`mx${String(index + 1)}: ${row.provider}, ${row.store} store, ${row.check} check, ${row.driver}`, { timeout: 300_000 }, () => runRow(index, row));
-        });
-      });
-    }
+  // One after another: the rows share one state dir and one etcd store, and a controller row's
+  // controller reconciles every control plane of its store, another row's included.
+  ROWS.forEach((row, index) => {
+    test(`mx${String(index + 1)}: ${row.provider}, ${row.store} store, ${row.check} check, ${row.driver}`, { timeout: 300_000 }, () => runRow(index, row));
   });
 });
