@@ -4,7 +4,7 @@ import type { LastMembershipAttempt, Observed, ObservedCare, ObservedEndpoint, O
 import { clientURLOf } from '../planner/view.ts';
 import type { CarePort } from '../ports/care.ts';
 import type { EtcdAdmin, EtcdAlarm, EtcdMember } from '../ports/etcd-admin.ts';
-import type { InfraProvider, KubernetesMachines } from '../ports/machine-provider.ts';
+import type { InfraProvider } from '../ports/machine-provider.ts';
 import type { Logger } from '../ports/logger.ts';
 import type { StateStore } from '../ports/state-store.ts';
 
@@ -19,16 +19,15 @@ export interface ObserveDeps {
   care?: CarePort;
 }
 
-/** Backups and certificates as data: a failed read is logged and leaves that part out, never fails the pass. */
-async function observeCare(deps: ObserveDeps, cp: ControlPlaneRecord): Promise<ObservedCare | undefined> {
+/**
+ * Backups and certificates as data: a failed read is logged and leaves that part out, never fails the
+ * pass; what the records say of backups, maintenance and the rolling job is added to it.
+ */
+function careOf(deps: ObserveDeps, cp: ControlPlaneRecord, read: PromiseSettledResult<ObservedCare | undefined>): ObservedCare | undefined {
   if (!deps.care) return undefined;
-  let care: ObservedCare;
-  try {
-    care = await deps.care.observe();
-  } catch (error) {
-    readFailed(deps, 'backups and certificates', [], error);
-    care = {};
-  }
+  let care: ObservedCare = {};
+  if (read.status === 'fulfilled') care = read.value ?? {};
+  else readFailed(deps, 'backups and certificates', [], read.reason);
   if (cp.lastBackupAttempt) care.backups = { count: 0, ...care.backups, lastAttempt: cp.lastBackupAttempt };
   if (cp.lastMaintenance) care.lastMaintenance = cp.lastMaintenance;
   const job = activeCareJob(cp.careJob);
@@ -94,15 +93,12 @@ async function readMembers(deps: ObserveDeps, machines: ObservedMachine[], cp: C
 }
 
 /** The endpoint's routes; a failed read is logged and reads as not running, so the next pass routes again. */
-async function observeEndpoint(deps: ObserveDeps, kubernetes: KubernetesMachines): Promise<ObservedEndpoint> {
-  const endpoint = await kubernetes.endpoint(deps.cluster);
-  try {
-    const routes = await endpoint.routes();
-    return routes === undefined ? { address: endpoint.address } : { address: endpoint.address, routes };
-  } catch (error) {
-    readFailed(deps, 'endpoint routes', [endpoint.address], error);
-    return { address: endpoint.address };
+function endpointOf(deps: ObserveDeps, address: string, read: PromiseSettledResult<ObservedEndpoint['routes']>): ObservedEndpoint {
+  if (read.status === 'rejected') {
+    readFailed(deps, 'endpoint routes', [address], read.reason);
+    return { address };
   }
+  return read.value === undefined ? { address } : { address, routes: read.value };
 }
 
 /**
@@ -114,14 +110,21 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   if (!cp) throw new Error(`control plane ${deps.cluster} has no record`);
   const records = await deps.store.listMachines(deps.cluster);
   const kubernetes = deps.provider.kubernetes !== undefined && cp.manifest.spec.kubernetes !== undefined ? deps.provider.kubernetes : undefined;
-  const machines: ObservedMachine[] = await Promise.all(
-    records.map(async (record) => {
-      const infra = await deps.provider.describe(deps.cluster, record.name);
-      if (!infra) return { record };
-      if (kubernetes === undefined || infra.state !== 'Provisioned') return { record, infra };
-      return { record, infra: { ...infra, components: await kubernetes.componentHealth(deps.cluster, record.name) } };
-    }),
-  );
+  const endpoint = kubernetes === undefined ? undefined : await kubernetes.endpoint(deps.cluster);
+  // Each source is read once. The provider's machines, the endpoint's routes and care need nothing of
+  // each other, so they are read together, a failed routes or care read kept as data; etcd is read
+  // after them, at the machines whose member runs.
+  const [machines, [routes, care]] = await Promise.all([
+    Promise.all(
+      records.map(async (record): Promise<ObservedMachine> => {
+        const infra = await deps.provider.describe(deps.cluster, record.name);
+        if (!infra) return { record };
+        if (kubernetes === undefined || infra.state !== 'Provisioned') return { record, infra };
+        return { record, infra: { ...infra, components: await kubernetes.componentHealth(deps.cluster, record.name) } };
+      }),
+    ),
+    Promise.allSettled([endpoint?.routes(), deps.care?.observe()]),
+  ]);
   const members = await readMembers(deps, machines, cp);
   let list: ObservedMember[] = [];
   if (members.ok) {
@@ -153,9 +156,9 @@ export async function observe(deps: ObserveDeps, lastMembershipAttempt?: LastMem
   if (cp.initializedAt !== undefined) observed.initializedAt = cp.initializedAt;
   if (cp.lastRemediation) observed.lastRemediation = cp.lastRemediation;
   if (lastMembershipAttempt) observed.lastMembershipAttempt = lastMembershipAttempt;
-  const care = await observeCare(deps, cp);
-  if (care) observed.care = care;
+  const observedCare = careOf(deps, cp, care);
+  if (observedCare) observed.care = observedCare;
   if (earlierReadings.length > 0) observed.earlierReadings = [...earlierReadings];
-  if (kubernetes !== undefined) observed.endpoint = await observeEndpoint(deps, kubernetes);
+  if (endpoint !== undefined) observed.endpoint = endpointOf(deps, endpoint.address, routes);
   return observed;
 }
