@@ -4,7 +4,9 @@ import type { EventRecord } from '../domain/machine.ts';
 import { systemClock } from '../ports/clock.ts';
 import { convergeGeneration, type Convergence } from '../reconciler/converge.ts';
 import type { PassReport } from '../reconciler/run.ts';
+import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import type { Runtime } from './runtime.ts';
+import { statusAfter } from './status.ts';
 import { destroyControlPlane } from './teardown.ts';
 
 /** How a reconcile shows itself while it runs (the CLI's progress view; a benchmark's). */
@@ -21,6 +23,8 @@ export interface ReconcileProgress {
 export interface ReconcileRun extends Convergence {
   /** When the spec was applied (ms since the epoch). */
   startedAt: number;
+  /** The control plane's status after the run (read when asked: a benchmark does not). */
+  finalStatus(): Promise<ControlPlaneStatusDocument>;
 }
 
 /**
@@ -34,7 +38,8 @@ export async function reconcileSpec(runtime: Runtime, manifest: ControlPlane, ti
   const applied = await runtime.store.applySpec(manifest, startedAt);
   const generation = applied.record.generation;
   runtime.log.info({ cluster: name, generation, changed: applied.changed }, applied.changed ? `stored generation ${String(generation)}` : `spec unchanged at generation ${String(generation)}`);
-  const depsFor = await runtime.depsFor(manifest, (event) => {
+  const ports = await runtime.clusterPorts(manifest);
+  const depsFor = runtime.passDeps(ports, (event) => {
     progress.onEvent(event);
   });
   const title = `Reconciling control plane ${name} generation ${String(generation)} (${String(manifest.spec.replicas)} replicas, etcd ${manifest.spec.version}, ${manifest.spec.scaleUp.strategy})`;
@@ -59,9 +64,9 @@ export async function reconcileSpec(runtime: Runtime, manifest: ControlPlane, ti
       },
       // Bad input found while acting (a taken address): leave nothing behind for a new control plane.
       onFailureUnderLease: async (error, writer) => {
-        if (error instanceof InvalidInputError && applied.created) await destroyControlPlane(runtime, manifest, writer);
+        if (error instanceof InvalidInputError && applied.created) await destroyControlPlane(ports, writer);
       },
     }),
   );
-  return { ...result, startedAt };
+  return { ...result, startedAt, finalStatus: () => statusAfter(ports, result) };
 }

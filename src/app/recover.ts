@@ -54,7 +54,7 @@ export async function recover(runtime: Runtime, name: string, deadline: number, 
           : `${plan.chosen.machine} runs as a one-member cluster; scaling back to ${String(plan.replicas)}`,
       );
       const generation = (await runtime.store.getControlPlane(name))?.generation;
-      const result = await runUntilSettled((await runtime.depsFor(manifest))(writer), { deadline, ...(generation === undefined ? {} : { generation }) });
+      const result = await runUntilSettled(runtime.passDeps(await runtime.clusterPorts(manifest))(writer), { deadline, ...(generation === undefined ? {} : { generation }) });
       return { plan, done, outcome: result.outcome };
     },
     onNote,

@@ -9,6 +9,16 @@ import type { ProcessIdentity, StateStore } from '../ports/state-store.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 
 /**
+ * One control plane's ports: what observing reads (reads only: status), the provider's teardown and
+ * client credentials, and its care.
+ */
+export interface ClusterPorts extends ObserveDeps {
+  provider: MachineProvider;
+  care: CareService;
+  log: Logger;
+}
+
+/**
  * What the use cases run on: this host's ports, opened once by an entry point (the CLI, the
  * controller) and closed by it. The use cases never build an adapter themselves.
  */
@@ -24,10 +34,10 @@ export interface Runtime {
   readonly log: Logger;
   /** The control plane's provider (spec.provider.name), one per control plane. */
   provider(manifest: ControlPlane): MachineProvider;
-  /** What observing needs: reads only (status). */
-  observeDeps(manifest: ControlPlane): Promise<ObserveDeps>;
-  /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */
-  depsFor(manifest: ControlPlane, notify?: (event: EventRecord) => void): Promise<(writer: FencedWriter) => ReconcileDeps>;
+  /** The control plane's ports on this host, opened once for a use case and handed on to what it runs. */
+  clusterPorts(manifest: ControlPlane): Promise<ClusterPorts>;
+  /** What a reconcile pass needs over a control plane's ports, for each `writer` (fenced by the lease this process holds). */
+  passDeps(ports: ClusterPorts, notify?: (event: EventRecord) => void): (writer: FencedWriter) => ReconcileDeps;
   /** Day-2 care of the control plane with this host's tools. */
   care(manifest: ControlPlane): CareService;
   /** InvalidInputError when this host has no etcd binaries for the spec's version. */

@@ -4,17 +4,40 @@ import { plan } from '../planner/plan.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import { buildStatus, nextConditions, type ControlPlaneStatusDocument } from '../reconciler/status.ts';
 import { controlPlaneRecord } from './records.ts';
-import type { Runtime } from './runtime.ts';
+import type { Convergence } from '../reconciler/converge.ts';
+import type { Decision, Observed } from '../planner/types.ts';
+import type { ClusterPorts, Runtime } from './runtime.ts';
 
 /** The status as etcd and the records show it now. Reads only: safe beside a running reconcile. */
 export async function statusOf(runtime: Runtime, name: string): Promise<ControlPlaneStatusDocument> {
   const cp = await controlPlaneRecord(runtime, name);
-  const observed = await observe(await runtime.observeDeps(cp.manifest));
+  return statusDocument(await runtime.clusterPorts(cp.manifest));
+}
+
+/**
+ * The status after a run: on the last pass's observation and decision when that pass did nothing that
+ * would change them (a converged pass acts on nothing), else on a fresh look.
+ */
+export function statusAfter(ports: ClusterPorts, run: Convergence): Promise<ControlPlaneStatusDocument> {
+  const last = run.lastPass;
+  return statusDocument(ports, last === undefined || acted(last.decision) ? undefined : last);
+}
+
+function acted(decision: Decision): boolean {
+  return decision.membershipAction !== undefined || decision.machineActions.length > 0 || (decision.careActions?.length ?? 0) > 0;
+}
+
+/** The document from the records as they are now and one look: the given one, or a pass's look without its writes and actions. */
+async function statusDocument(ports: ClusterPorts, look?: { observed: Observed; decision: Decision }): Promise<ControlPlaneStatusDocument> {
+  const { cluster, store } = ports;
+  const cp = await store.getControlPlane(cluster);
+  if (!cp) throw new Error(`control plane ${cluster} has no record`);
+  const observed = look?.observed ?? (await observe(ports));
   const now = Date.now();
-  const decision = plan(toPlannerSpec(cp.manifest), observed, now);
+  const decision = look?.decision ?? plan(toPlannerSpec(cp.manifest), observed, now);
   const conditions = nextConditions(cp.conditions, decision.conditions, now);
-  const lease = await runtime.store.getLease(name);
-  return buildStatus(cp, await runtime.store.listMachines(name), observed, decision, conditions, runtime.provider(cp.manifest).clientTls(name), lease?.holder);
+  const lease = await store.getLease(cluster);
+  return buildStatus(cp, await store.listMachines(cluster), observed, decision, conditions, ports.provider.clientTls(cluster), lease?.holder);
 }
 
 /** The status of every control plane on record. */

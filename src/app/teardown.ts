@@ -2,13 +2,13 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { underLease } from '../lease/under-lease.ts';
 import { leaseOptions } from './lease.ts';
-import type { Note, Runtime } from './runtime.ts';
+import type { ClusterPorts, Note, Runtime } from './runtime.ts';
 
 /** Stops every member of a control plane by PID and deletes its machines and records, under the lease. */
-export async function destroyControlPlane(runtime: Runtime, manifest: ControlPlane, writer: FencedWriter): Promise<void> {
+export async function destroyControlPlane(ports: Pick<ClusterPorts, 'cluster' | 'provider' | 'store'>, writer: FencedWriter): Promise<void> {
   await writer.verify();
-  await runtime.provider(manifest).destroyCluster(manifest.metadata.name, writer.fence);
-  await runtime.store.deleteControlPlane(writer.lease);
+  await ports.provider.destroyCluster(ports.cluster, writer.fence);
+  await ports.store.deleteControlPlane(writer.lease);
 }
 
 /**
@@ -18,6 +18,6 @@ export async function destroyControlPlane(runtime: Runtime, manifest: ControlPla
  */
 export async function destroyUnderLease(runtime: Runtime, manifest: ControlPlane, options: { waitMs: number; force: boolean }, onNote?: Note): Promise<boolean> {
   const name = manifest.metadata.name;
-  const result = await underLease(runtime.store, name, leaseOptions(runtime, name, options, onNote), (writer) => destroyControlPlane(runtime, manifest, writer));
+  const result = await underLease(runtime.store, name, leaseOptions(runtime, name, options, onNote), (writer) => destroyControlPlane({ cluster: name, provider: runtime.provider(manifest), store: runtime.store }, writer));
   return result.done;
 }

@@ -8,9 +8,8 @@ import { parseDuration } from '../api/duration.ts';
 import { InvalidInputError } from '../api/errors.ts';
 import { EtcdClientCache } from '../adapters/etcd/etcd-client-cache.ts';
 import { specEtcdBinary } from '../adapters/etcd/etcd-binaries.ts';
-import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import { sha256OfFile } from '../adapters/state-files.ts';
-import type { Runtime } from '../app/runtime.ts';
+import type { ClusterPorts, Runtime } from '../app/runtime.ts';
 import type { CareService } from '../care/care-service.ts';
 import { withInjectedFaults } from '../adapters/etcd/fault-injecting-etcd-admin.ts';
 import { stateScope, type ProviderEnvironment } from '../adapters/providers/provider-environment.ts';
@@ -25,7 +24,6 @@ import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { systemClock } from '../ports/clock.ts';
 import { DEFAULT_LEASE_TTL_MS, leaseCallBoundMs } from '../lease/lease-keeper.ts';
-import type { ObserveDeps } from '../cluster/observe.ts';
 import type { ReconcileDeps } from '../reconciler/run.ts';
 import { careFor } from './care.ts';
 import { openLogger, parseLogOptions, type LogOptions } from './logging.ts';
@@ -114,12 +112,6 @@ export class CliContext implements Runtime {
     return { stateDir: this.stateDir, store: sealedDocuments(this.store, this.sealing), addressPrefix, provisioningFailureMarker, certValidityMs };
   }
 
-  /** The control plane's etcd client, presenting fastplane's client certificate unless insecure. */
-  async etcd(manifest: ControlPlane): Promise<EtcdAdmin> {
-    const name = manifest.metadata.name;
-    return this.etcdClients.clientFor(name, await this.provider(manifest).loadClientTls(name));
-  }
-
   /** Seals the provider's documents of the control plane again with the key file's first key. */
   resealSecrets(manifest: ControlPlane): Promise<Resealed> {
     return resealScope(this.store, this.sealing, stateScope(manifest.spec.provider.name, manifest.metadata.name));
@@ -144,18 +136,21 @@ export class CliContext implements Runtime {
     return sha256OfFile(file);
   }
 
-  /** What observing needs: reads only (status). */
-  async observeDeps(manifest: ControlPlane): Promise<ObserveDeps> {
-    return { cluster: manifest.metadata.name, etcd: await this.etcd(manifest), provider: this.provider(manifest), store: this.store, log: this.log, care: this.care(manifest) };
+  /** The control plane's ports: its provider first, since the etcd client presents the provider's client certificate. */
+  async clusterPorts(manifest: ControlPlane): Promise<ClusterPorts> {
+    const cluster = manifest.metadata.name;
+    const provider = this.provider(manifest);
+    const care = this.care(manifest);
+    const etcd = await this.etcdClients.clientFor(cluster, await provider.loadClientTls(cluster));
+    return { cluster, etcd, provider, store: this.store, log: this.log, care };
   }
 
-  /** What a reconcile pass needs, for each `writer` (fenced by the lease this process holds). */
-  async depsFor(manifest: ControlPlane, notify?: (event: EventRecord) => void): Promise<(writer: FencedWriter) => ReconcileDeps> {
-    const observeDeps = await this.observeDeps(manifest);
+  /** What a reconcile pass needs over the control plane's ports, for each `writer` (fenced by the lease this process holds). */
+  passDeps(ports: ClusterPorts, notify?: (event: EventRecord) => void): (writer: FencedWriter) => ReconcileDeps {
     return (writer) => ({
-      ...observeDeps,
+      ...ports,
       // Tests may ask for etcd answers that are hard to provoke (test hooks only).
-      etcd: withInjectedFaults(observeDeps.etcd, this.hooks.injectFaults),
+      etcd: withInjectedFaults(ports.etcd, this.hooks.injectFaults),
       writer,
       clock: systemClock,
       failpoint: this.hooks.failpoint,

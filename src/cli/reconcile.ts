@@ -1,6 +1,5 @@
 import type { ControlPlane } from '../api/control-plane.ts';
 import { reconcileSpec } from '../app/reconcile.ts';
-import { statusOf } from '../app/status.ts';
 import type { Convergence } from '../reconciler/converge.ts';
 import type { CliContext } from './context.ts';
 import { EXIT } from './exit-codes.ts';
@@ -40,7 +39,7 @@ export async function reconcileAndReport(ctx: CliContext, manifest: ControlPlane
     process.stderr.write(`${supersededMessage(name, result)}\n`);
     return OUTCOME_EXIT[result.outcome];
   }
-  const doc = await statusOf(ctx, name);
+  const doc = await result.finalStatus();
   process.stdout.write(`${render(doc, format)}\n`);
   if (result.outcome !== 'Converged') process.stderr.write(`${explain(doc)}\n`);
   return OUTCOME_EXIT[result.outcome];

@@ -3,6 +3,7 @@ import type { ControlPlane } from '../api/control-plane.ts';
 import type { EventRecord } from '../domain/machine.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import type { Clock } from '../ports/clock.ts';
+import type { Decision, Observed } from '../planner/types.ts';
 import type { Logger } from '../ports/logger.ts';
 import { FencedOutError, type ProcessIdentity, type StateStore } from '../ports/state-store.ts';
 import { LeaseKeeper } from '../lease/lease-keeper.ts';
@@ -17,6 +18,8 @@ export interface Convergence {
   passes: number;
   /** When the last pass observed the result (ms since the epoch). */
   settledAt: number;
+  /** The last pass's look when this process ran it (not when the outcome came from following another holder). */
+  lastPass?: { observed: Observed; decision: Decision };
 }
 
 export interface ConvergeOptions {
@@ -95,7 +98,7 @@ export async function convergeGeneration(manifest: ControlPlane, generation: num
         passes += result.passes;
         options.log?.info({ cluster, generation, outcome: result.outcome, passes: result.passes }, `run on generation ${String(generation)} ended: ${result.outcome}`);
         if (result.outcome === 'Superseded') return { ...(await superseded(store, manifest, generation)), passes, settledAt };
-        if (result.outcome !== 'LeaseLost') return { outcome: result.outcome, generation, passes, settledAt };
+        if (result.outcome !== 'LeaseLost') return { outcome: result.outcome, generation, passes, settledAt, lastPass: { observed: result.observed, decision: result.decision } };
         options.onNote?.('another fastplane process took the lease over; following its work');
       } catch (error) {
         if (!keeper.lost && !(error instanceof FencedOutError)) {

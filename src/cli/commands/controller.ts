@@ -79,7 +79,7 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     callBoundMs: leaseCallBoundMs(ctx.leaseTtlMs),
     log: ctx.log,
     metrics,
-    depsFor: async (manifest, writer, notify) => (await ctx.depsFor(manifest, notify))(writer),
+    depsFor: async (manifest, writer, notify) => ctx.passDeps(await ctx.clusterPorts(manifest), notify)(writer),
   });
   let server;
   try {
