@@ -50,8 +50,12 @@ function readDurations(): Durations {
   return existsSync(DURATIONS_FILE) ? (JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Durations) : {};
 }
 
-/** The measured times of the files that passed replace their entries; files that are gone lose theirs. */
-function writeDurations(known: Durations, runs: FileRun[], present: Set<string>): void {
+/**
+ * The measured times of the files that passed replace their entries; files that are gone lose theirs.
+ * The file is read again here, so runs of other files that ended meanwhile keep what they wrote.
+ */
+function writeDurations(runs: FileRun[], present: Set<string>): void {
+  const known = readDurations();
   const next: Durations = Object.fromEntries(Object.entries(known).filter(([file]) => present.has(file)));
   const tenths = (s: number): number => Math.round(s * 10) / 10;
   for (const run of runs.filter((r) => r.ok)) {
@@ -223,7 +227,7 @@ async function main(): Promise<void> {
   for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, cores, measureCpu)));
   printSummary(runs, logDir);
   if (record) {
-    writeDurations(durations, runs, new Set(all));
+    writeDurations(runs, new Set(all));
     process.stdout.write(`durations of ${String(runs.filter((r) => r.ok).length)} files written to test/durations.json\n`);
   }
   process.exitCode = runs.every((r) => r.ok) ? 0 : 1;
