@@ -17,11 +17,13 @@ export type Durations = Record<string, Duration>;
 
 /**
  * The cores a file keeps busy on average: its CPU seconds over its wall seconds. A file never
- * measured counts as one full core, like a file that computes all the time.
+ * measured counts as one full core, like a file that computes all the time, and so does one measured
+ * above a core (a short file's start compiles on a second thread): two such files still run at once
+ * on two cores, as when files were scheduled one per core.
  */
 export function coresUsed(duration: Duration | undefined): number {
   if (duration?.cpuSeconds === undefined || duration.seconds <= 0) return 1;
-  return duration.cpuSeconds / duration.seconds;
+  return Math.min(1, duration.cpuSeconds / duration.seconds);
 }
 
 /** At most one file more than there are cores: each file's CPU is an average, and its peaks need room. */

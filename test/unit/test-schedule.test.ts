@@ -44,9 +44,10 @@ describe('test schedule: which file may start beside the running ones', () => {
     assert.equal(mayStart('test/chaos/chaos.test.ts', ['test/e2e/lifecycle.test.ts'], coresOf, CORES), true);
   });
 
-  test('a file uses its CPU seconds over its wall seconds; one never measured for CPU counts as a full core', () => {
+  test('a file uses its CPU seconds over its wall seconds; one never measured for CPU counts as a full core, and none counts more', () => {
     assert.equal(coresUsed({ seconds: 200, cpuSeconds: 50, source: 'measured' }), 0.25);
     assert.equal(coresUsed({ seconds: 200, source: 'measured' }), 1);
     assert.equal(coresUsed(undefined), 1);
+    assert.equal(coresUsed({ seconds: 0.5, cpuSeconds: 1.2, source: 'measured' }), 1, 'never more than one core: two files still share two cores');
   });
 });
