@@ -10,6 +10,7 @@
 #    others', to show that a lease is judged on the store's clock only.
 #  - haproxy: a Kubernetes control plane's endpoint (src/adapters/endpoint/), in front of the
 #    apiservers, as kubeadm's HA guide builds it; test/e2e/kubernetes-control-plane.test.ts runs it.
+#  - python3: scripts/run-tests.ts measures each test file's CPU through it (a child subreaper).
 # Each tool is a command the tests run and the Debian packages that provide it; only missing ones are
 # installed. apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
@@ -25,6 +26,7 @@ TOOLS=(
   "nft nftables"
   "faketime faketime"
   "haproxy haproxy"
+  "python3 python3"
 )
 
 missing=()

@@ -1,15 +1,18 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LANES, laneOf, mayRunBeside, testFiles, type Lane } from './test-lanes.ts';
+import { LANES, laneOf, testFiles, type Lane } from './test-lanes.ts';
+import { coresUsed, mayStart, type Durations } from './test-schedule.ts';
 
 /**
- * Runs test lanes (scripts/test-lanes.ts) or single files: one `node --test` process per file, as many
- * at a time as there are cores, the longest first (by test/durations.json; a file it does not know is
- * taken as long) so no long file starts last, and never a CPU-heavy file beside a timing-sensitive
+ * Runs test lanes (scripts/test-lanes.ts) or single files: one `node --test` process per file, the
+ * longest first (by test/durations.json; a file it does not know is taken as long) so no long file
+ * starts last. Another file starts while the running files' measured cores and its own fit the
+ * machine's (scripts/test-schedule.ts: mayStart), never a CPU-heavy file beside a timing-sensitive
  * one. Each file's output goes to a log; a failure prints the end of it. Ends with the slowest files
- * and a non-zero exit when any file failed. `--record` writes the times measured into the durations.
+ * and a non-zero exit when any file failed. `--record` writes the wall and CPU seconds measured into
+ * the durations.
  *
  *   node --import tsx scripts/run-tests.ts [--record] all | <lane>... | <file>...
  */
@@ -20,19 +23,14 @@ const SLOWEST_SHOWN = 15;
 const PROGRESS_EVERY_MS = 30_000;
 const FAILURE_LINES_SHOWN = 80;
 
-/** A file's time on an idle 2-core machine: measured by a `--record` run, or estimated by hand. */
-interface Duration {
-  seconds: number;
-  source: 'measured' | 'estimate';
-}
-type Durations = Record<string, Duration>;
-
 const COUNTED = ['tests', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
 type Counts = Record<(typeof COUNTED)[number], number>;
 
 interface FileRun {
   file: string;
   seconds: number;
+  /** CPU of the file's process tree; undefined when it could not be measured. */
+  cpuSeconds: number | undefined;
   ok: boolean;
   log: string;
   counts: Counts;
@@ -52,10 +50,17 @@ function readDurations(): Durations {
   return existsSync(DURATIONS_FILE) ? (JSON.parse(readFileSync(DURATIONS_FILE, 'utf8')) as Durations) : {};
 }
 
-/** The measured times of the files that passed replace their entries; files that are gone lose theirs. */
-function writeDurations(known: Durations, runs: FileRun[], present: Set<string>): void {
+/**
+ * The measured times of the files that passed replace their entries; files that are gone lose theirs.
+ * The file is read again here, so runs of other files that ended meanwhile keep what they wrote.
+ */
+function writeDurations(runs: FileRun[], present: Set<string>): void {
+  const known = readDurations();
   const next: Durations = Object.fromEntries(Object.entries(known).filter(([file]) => present.has(file)));
-  for (const run of runs.filter((r) => r.ok)) next[run.file] = { seconds: Math.round(run.seconds * 10) / 10, source: 'measured' };
+  const tenths = (s: number): number => Math.round(s * 10) / 10;
+  for (const run of runs.filter((r) => r.ok)) {
+    next[run.file] = { seconds: tenths(run.seconds), ...(run.cpuSeconds === undefined ? {} : { cpuSeconds: tenths(run.cpuSeconds) }), source: 'measured' };
+  }
   // One line per file, so the file stays short and a refresh reads as a diff of times.
   const lines = Object.entries(next)
     .sort(([a], [b]) => a.localeCompare(b))
@@ -73,18 +78,53 @@ function countsIn(output: string): Counts {
   return counts;
 }
 
-function runFile(file: string, logDir: string): Promise<FileRun> {
+/**
+ * Runs a command and then writes to fd 3 the user and system CPU seconds of every process below it.
+ * It makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER = 36, see prctl(2)): the etcd and
+ * apiserver processes the CLI starts detached outlive the CLI, are then handed to this process
+ * instead of init, and once reaped here their CPU counts in its RUSAGE_CHILDREN (getrusage(2)).
+ * Node cannot make that call, so a few lines of Python do.
+ */
+const MEASURE_CPU = `
+import ctypes, os, resource, signal, sys
+subreaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0
+child = os.fork()
+if child == 0:
+    os.close(3)
+    os.execvp(sys.argv[1], sys.argv[1:])
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the tests; we wait for them
+while True:
+    pid, status = os.wait()
+    if pid == child:
+        break
+if subreaper:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    os.write(3, f"{usage.ru_utime + usage.ru_stime}\\n".encode())
+sys.exit(os.waitstatus_to_exitcode(status))
+`;
+
+/** Whether python3 runs here, to measure CPU; without it the files run unmeasured (one core each). */
+function canMeasureCpu(): boolean {
+  return spawnSync('python3', ['-c', ''], { stdio: 'ignore' }).status === 0;
+}
+
+function runFile(file: string, logDir: string, measureCpu: boolean): Promise<FileRun> {
   const log = join(logDir, `${file.replaceAll('/', '_')}.log`);
   const out = createWriteStream(log);
   const started = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=tap', file], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout.pipe(out, { end: false });
-  child.stderr.pipe(out, { end: false });
+  const test = [process.execPath, '--import', 'tsx', '--test', '--test-reporter=tap', file];
+  const [command, ...args] = measureCpu ? ['python3', '-c', MEASURE_CPU, ...test] : test;
+  const child = spawn(command!, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
+  child.stdout!.pipe(out, { end: false });
+  child.stderr!.pipe(out, { end: false });
+  let cpuReport = '';
+  child.stdio[3]?.on('data', (d: Buffer) => (cpuReport += d.toString()));
   return new Promise((resolve) => {
     const finish = (ok: boolean): void => {
       out.end(() => {
         const seconds = (performance.now() - started) / 1000;
-        resolve({ file, seconds, ok, log, counts: countsIn(readFileSync(log, 'utf8')) });
+        const cpuSeconds = cpuReport.trim() === '' ? undefined : Number(cpuReport);
+        resolve({ file, seconds, cpuSeconds, ok, log, counts: countsIn(readFileSync(log, 'utf8')) });
       });
     };
     child.once('error', (error) => {
@@ -98,37 +138,39 @@ function runFile(file: string, logDir: string): Promise<FileRun> {
 }
 
 const seconds = (s: number): string => `${s.toFixed(1).padStart(7)} s`;
+const cpu = (s: number | undefined): string => (s === undefined ? '      ? s CPU' : `${seconds(s)} CPU`);
 
 function printFinished(run: FileRun): void {
   const c = run.counts;
-  process.stdout.write(`  ${run.ok ? 'ok  ' : 'FAIL'} ${seconds(run.seconds)}  ${run.file}  (${String(c.pass)}/${String(c.tests)} passed)\n`);
+  process.stdout.write(`  ${run.ok ? 'ok  ' : 'FAIL'} ${seconds(run.seconds)} ${cpu(run.cpuSeconds)}  ${run.file}  (${String(c.pass)}/${String(c.tests)} passed)\n`);
   if (run.ok) return;
   const lines = readFileSync(run.log, 'utf8').trimEnd().split('\n');
   process.stdout.write(`${lines.slice(-FAILURE_LINES_SHOWN).map((line) => `    | ${line}`).join('\n')}\n    (whole output: ${run.log})\n`);
 }
 
-async function runGroup(group: Group, durations: Durations, logDir: string, slots: number): Promise<FileRun[]> {
+async function runGroup(group: Group, durations: Durations, logDir: string, cores: number, measureCpu: boolean): Promise<FileRun[]> {
   const expected = (file: string): number => durations[file]?.seconds ?? Number.POSITIVE_INFINITY;
+  const coresOf = (file: string): number => coresUsed(durations[file]);
   const queue = [...group.files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
   const running = new Map<string, { started: number; done: Promise<FileRun> }>();
   const results: FileRun[] = [];
   const groupStarted = performance.now();
-  process.stdout.write(`\n${group.name}: ${String(queue.length)} files, ${String(slots)} at a time\n`);
+  process.stdout.write(`\n${group.name}: ${String(queue.length)} files, as many at a time as their measured CPU fits ${String(cores)} cores\n`);
   const progress = setInterval(() => {
     const now = performance.now();
-    const busy = [...running].map(([file, r]) => `${file} (${String(Math.round((now - r.started) / 1000))} s)`).join(', ');
+    const busy = [...running].map(([file, r]) => `${file} (${String(Math.round((now - r.started) / 1000))} s, ${coresOf(file).toFixed(2)} cores)`).join(', ');
     process.stdout.write(`  ... ${group.name}: ${String(results.length)}/${String(group.files.length)} done after ${String(Math.round((now - groupStarted) / 1000))} s; running ${busy}\n`);
   }, PROGRESS_EVERY_MS);
   try {
     while (queue.length > 0 || running.size > 0) {
-      for (let i = 0; i < queue.length && running.size < slots; ) {
+      for (let i = 0; i < queue.length; ) {
         const file = queue[i]!;
-        if (!mayRunBeside(file, [...running.keys()])) {
+        if (!mayStart(file, [...running.keys()], coresOf, cores)) {
           i++;
           continue;
         }
         queue.splice(i, 1);
-        running.set(file, { started: performance.now(), done: runFile(file, logDir) });
+        running.set(file, { started: performance.now(), done: runFile(file, logDir, measureCpu) });
       }
       const finished = await Promise.race([...running.values()].map((r) => r.done));
       running.delete(finished.file);
@@ -144,7 +186,7 @@ async function runGroup(group: Group, durations: Durations, logDir: string, slot
 
 function printSummary(runs: FileRun[], logDir: string): void {
   const slowest = [...runs].sort((a, b) => b.seconds - a.seconds).slice(0, SLOWEST_SHOWN);
-  process.stdout.write(`\nslowest ${String(slowest.length)} files:\n${slowest.map((r) => `  ${seconds(r.seconds)}  ${r.file}  (${laneOf(r.file) ?? ''})`).join('\n')}\n`);
+  process.stdout.write(`\nslowest ${String(slowest.length)} files (wall, CPU of the file's processes):\n${slowest.map((r) => `  ${seconds(r.seconds)} ${cpu(r.cpuSeconds)}  ${r.file}  (${laneOf(r.file) ?? ''})`).join('\n')}\n`);
   const total = Object.fromEntries(COUNTED.map((key) => [key, runs.reduce((sum, r) => sum + r.counts[key], 0)])) as Counts;
   process.stdout.write(`\n${String(runs.length)} files, ${COUNTED.map((key) => `${key} ${String(total[key])}`).join(', ')}; logs in ${logDir}\n`);
   const failed = runs.filter((r) => !r.ok);
@@ -178,12 +220,14 @@ async function main(): Promise<void> {
   const groups = groupsFor(targets, all);
   const durations = readDurations();
   const logDir = mkdtempSync(join(tmpdir(), 'fastplane-tests-'));
-  const slots = Math.max(1, availableParallelism());
+  const cores = Math.max(1, availableParallelism());
+  const measureCpu = canMeasureCpu();
+  if (!measureCpu) process.stdout.write('python3 not found: CPU seconds are not measured, unknown files count as one core each\n');
   const runs: FileRun[] = [];
-  for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, slots)));
+  for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, cores, measureCpu)));
   printSummary(runs, logDir);
   if (record) {
-    writeDurations(durations, runs, new Set(all));
+    writeDurations(runs, new Set(all));
     process.stdout.write(`durations of ${String(runs.filter((r) => r.ok).length)} files written to test/durations.json\n`);
   }
   process.exitCode = runs.every((r) => r.ok) ? 0 : 1;

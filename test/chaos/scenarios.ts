@@ -1,11 +1,10 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
-import { learnerLimitOf, pidsUnder } from '../support/cli.ts';
+import { learnerLimitOf, pidsUnder, statusOf } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';
-import { adminFor, kvClientFor } from '../support/etcd-direct.ts';
+import { adminFor, askEtcd, kvClientFor } from '../support/etcd-direct.ts';
 import { converged, waitFor, type ChaosScenario } from './scenario-run.ts';
 
 const FAST_REMEDIATION = { unhealthyAfter: '3s', learnerStuckAfter: '30s' };
@@ -32,14 +31,21 @@ export const SCENARIOS: ChaosScenario[] = [
     addressPrefix: '127.111',
     spec: { replicas: 1, remediation: FAST_REMEDIATION },
     converges: true,
-    expectation: 'the learner is removed (LearnerExited) and its machine replaced',
+    expectation: 'the one learner started before the crash, once killed, is marked failed (LearnerExited), its member removed and its machine replaced: 3 voters, no learner',
     async act(s) {
       const crashed = await s.fastplane(['scale', s.cluster, '--replicas', '3'], { FASTPLANE_FAILPOINTS: 'after-start-member' });
       if (crashed.signal !== 'SIGKILL') throw new Error('the failpoint after-start-member was not reached');
-      const learner = s.env.machines(s.cluster).find((m) => m.role === 'join')?.name ?? '';
+      const joined = s.env.machines(s.cluster).filter((m) => m.role === 'join');
+      const learner = joined[0]?.name ?? '';
+      const runningBeforeKill = pidsUnder(s.machineDir(learner)).length;
       s.kill(learner);
       const run = await s.fastplane(['up', '--name', s.cluster]);
-      return { run, expectationMet: s.deleted(learner) };
+      const events = s.env.events(s.cluster);
+      const exited = events.some((e) => e.action === 'MarkMachineFailed' && e.machine === learner && e.message.includes('LearnerExited'));
+      const removed = events.some((e) => e.action === 'RemoveMember' && e.machine === learner && e.outcome === 'Succeeded');
+      const members = converged(run) ? (await askEtcd(statusOf(run.stdout).status)).members : [];
+      const settled = members.length === 3 && members.every((m) => !m.isLearner);
+      return { run, expectationMet: joined.length === 1 && runningBeforeKill === 1 && exited && removed && s.deleted(learner) && settled };
     },
   },
   {
@@ -205,12 +211,11 @@ export const SCENARIOS: ChaosScenario[] = [
       const frozen = s.machineNames().find((n) => n !== leader) ?? '';
       s.kill(frozen, 'SIGSTOP');
       const scale = s.background(['scale', s.cluster, '--replicas', '5']);
-      // Frozen until fastplane has seen it unhealthy for longer than unhealthyAfter (3 s).
-      await waitFor('fastplane to notice the frozen voter', () => (s.env.machines(s.cluster).find((m) => m.name === frozen)?.unhealthySince !== undefined ? true : undefined));
-      await sleep(5000);
+      // Frozen until fastplane has seen it unhealthy for longer than unhealthyAfter (3 s) and marked it failed.
+      const markedFailed = (): true | undefined => (s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === frozen) ? true : undefined);
+      const held = await waitFor('fastplane to mark the frozen voter failed', markedFailed).catch(() => false);
       s.kill(frozen, 'SIGCONT');
       const run = await scale.done;
-      const held = s.env.events(s.cluster).some((e) => e.action === 'MarkMachineFailed' && e.machine === frozen);
       return { run, expectationMet: held && s.deleted(frozen) };
     },
   },
