@@ -1,5 +1,6 @@
 import { controlPlaneCrd, CRD_NAME, renderCrds } from '../../api/crd.ts';
 import { InvalidInputError } from '../../api/errors.ts';
+import { renderRbac } from '../../api/rbac.ts';
 import { installedKubectl, runKubectl } from '../../adapters/kubernetes/kubectl.ts';
 import { parseDuration } from '../../api/duration.ts';
 import { EXIT } from '../exit-codes.ts';
@@ -18,15 +19,15 @@ export interface InstallFlags {
 }
 
 /**
- * `fastplane install --kubeconfig FILE`: applies the CRDs with kubectl and waits until the API server
- * serves them (Established). Only the CRDs: the controller's RBAC comes with the controller.
+ * `fastplane install --kubeconfig FILE`: applies the CRDs and the controller's RBAC (src/api/rbac.ts) with
+ * kubectl and waits until the API server serves the CRDs (Established).
  */
 export async function installCommand(flags: InstallFlags): Promise<number> {
   if (flags.kubeconfig === undefined) throw new InvalidInputError(['--kubeconfig: give the kubeconfig of the cluster to install into (--kubeconfig FILE)']);
   const timeoutMs = parseDuration(flags.timeout);
   if (timeoutMs === undefined) throw new InvalidInputError([`--timeout: must be a duration such as 60s, got ${flags.timeout}`]);
   const kubectl = flags.kubectl ?? installedKubectl();
-  process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['apply', '-f', '-'], renderCrds(), timeoutMs));
+  process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['apply', '-f', '-'], `${renderCrds()}---\n${renderRbac()}`, timeoutMs));
   process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['wait', '--for=condition=Established', `crd/${CRD_NAME}`, `--timeout=${String(Math.ceil(timeoutMs / 1000))}s`], '', timeoutMs));
   return EXIT.converged;
 }
