@@ -68,7 +68,12 @@ async function managementObjects(ctx: CliContext, flags: ControllerFlags, id: st
   } catch (error) {
     throw new InvalidInputError([`--kubeconfig: cannot load ${flags.kubeconfig}: ${error instanceof Error ? error.message : String(error)}`]);
   }
-  const missing = await objects.missingPermissions();
+  let missing;
+  try {
+    missing = await objects.missingPermissions();
+  } catch (error) {
+    throw new InvalidInputError([`--kubeconfig: the API server ${objects.server} did not answer: ${error instanceof Error ? error.message : String(error)}`]);
+  }
   if (missing.length > 0) {
     throw new ForbiddenError(`forbidden: the controller may not ${missing.join(', ')} on ${objects.server}; fastplane install --kubeconfig FILE grants these to the ServiceAccount ${CONTROLLER_NAMESPACE}/${CONTROLLER_ACCOUNT}`);
   }
