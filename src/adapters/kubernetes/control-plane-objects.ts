@@ -42,6 +42,23 @@ export interface KubernetesObjectsOptions {
 }
 
 const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** client-node's requests have no timeout of their own: a call on a dead connection could wait forever. */
+const CALL_TIMEOUT_MS = 30_000;
+
+/** `call`, or an error once it took CALL_TIMEOUT_MS (the request itself is left to fail on its own). */
+async function bounded<T>(what: string, call: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new Error(`${what}: no answer within ${String(CALL_TIMEOUT_MS / 1000)} s`));
+    }, CALL_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([call, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 interface ControlPlaneResource extends KubernetesObject {
   spec?: unknown;
@@ -126,7 +143,7 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
     // A merge patch replaces the list whole; the resourceVersion in it makes the write conditional.
     const body = { metadata: { finalizers, resourceVersion: object.resourceVersion } };
     try {
-      await this.custom.patchNamespacedCustomObject({ group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, namespace: object.namespace, name: object.name, body }, MERGE_PATCH);
+      await bounded('patch finalizers', this.custom.patchNamespacedCustomObject({ group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, namespace: object.namespace, name: object.name, body }, MERGE_PATCH));
     } catch (error) {
       throw apiError(error, `patch ${CRD_PLURAL} (metadata.finalizers of ${object.namespace}/${object.name})`);
     }
@@ -134,7 +151,7 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
 
   async writeStatus(ref: ObjectRef, status: ControlPlaneStatus): Promise<void> {
     try {
-      await this.custom.patchNamespacedCustomObjectStatus({ group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, namespace: ref.namespace, name: ref.name, body: { status } }, MERGE_PATCH);
+      await bounded('patch status', this.custom.patchNamespacedCustomObjectStatus({ group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, namespace: ref.namespace, name: ref.name, body: { status } }, MERGE_PATCH));
     } catch (error) {
       throw apiError(error, `patch ${CRD_PLURAL}/status (${ref.namespace}/${ref.name})`);
     }
@@ -156,7 +173,7 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
       regarding: { apiVersion: API_VERSION, kind: KIND, namespace: ref.namespace, name: ref.name, uid: ref.uid },
     });
     try {
-      await this.events.createNamespacedEvent({ namespace: ref.namespace, body });
+      await bounded('create event', this.events.createNamespacedEvent({ namespace: ref.namespace, body }));
     } catch (error) {
       throw apiError(error, 'create events.k8s.io events');
     }
@@ -176,11 +193,9 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
     const [resource = '', subresource] = permission.resource.split('/');
     const resourceAttributes = Object.assign(new V1ResourceAttributes(), { group: permission.group, resource, verb }, subresource === undefined ? {} : { subresource }, this.options.namespace === undefined ? {} : { namespace: this.options.namespace });
     const body = Object.assign(new V1SelfSubjectAccessReview(), { apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: Object.assign(new V1SelfSubjectAccessReviewSpec(), { resourceAttributes }) });
-    const review = await this.authorization
-      .createSelfSubjectAccessReview({ body })
-      .catch((error: unknown) => {
-        throw apiError(error, 'create selfsubjectaccessreviews');
-      });
+    const review = await bounded('create selfsubjectaccessreviews', this.authorization.createSelfSubjectAccessReview({ body })).catch((error: unknown) => {
+      throw apiError(error, 'create selfsubjectaccessreviews');
+    });
     return review.status?.allowed === true;
   }
 }
