@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { controlPlaneCrd, CRD_NAME, renderCrds } from '../../api/crd.ts';
 import { InvalidInputError } from '../../api/errors.ts';
 import { renderRbac } from '../../api/rbac.ts';
@@ -27,7 +30,21 @@ export async function installCommand(flags: InstallFlags): Promise<number> {
   const timeoutMs = parseDuration(flags.timeout);
   if (timeoutMs === undefined) throw new InvalidInputError([`--timeout: must be a duration such as 60s, got ${flags.timeout}`]);
   const kubectl = flags.kubectl ?? installedKubectl();
-  process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['apply', '-f', '-'], `${renderCrds()}---\n${renderRbac()}`, timeoutMs));
-  process.stdout.write(await runKubectl(kubectl, flags.kubeconfig, ['wait', '--for=condition=Established', `crd/${CRD_NAME}`, `--timeout=${String(Math.ceil(timeoutMs / 1000))}s`], '', timeoutMs));
+  // kubectl runs twice; a kubeconfig given as a pipe (`<(fastplane kubeconfig mgmt)`) reads only once.
+  let piped: boolean;
+  try {
+    piped = !statSync(flags.kubeconfig).isFile();
+  } catch (error) {
+    throw new InvalidInputError([`--kubeconfig: cannot read ${flags.kubeconfig}: ${error instanceof Error ? error.message : String(error)}`]);
+  }
+  const copyDir = piped ? mkdtempSync(join(tmpdir(), 'fastplane-install-')) : undefined;
+  const kubeconfig = copyDir === undefined ? flags.kubeconfig : join(copyDir, 'kubeconfig');
+  if (copyDir !== undefined) writeFileSync(kubeconfig, readFileSync(flags.kubeconfig), { mode: 0o600 });
+  try {
+    process.stdout.write(await runKubectl(kubectl, kubeconfig, ['apply', '-f', '-'], `${renderCrds()}---\n${renderRbac()}`, timeoutMs));
+    process.stdout.write(await runKubectl(kubectl, kubeconfig, ['wait', '--for=condition=Established', `crd/${CRD_NAME}`, `--timeout=${String(Math.ceil(timeoutMs / 1000))}s`], '', timeoutMs));
+  } finally {
+    if (copyDir !== undefined) rmSync(copyDir, { recursive: true, force: true });
+  }
   return EXIT.converged;
 }
