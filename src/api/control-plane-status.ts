@@ -22,6 +22,7 @@ export const ControlPlaneStatusSchema = z
     observedGeneration: z.number().int().min(0).optional().describe('The metadata.generation the controller last acted on.'),
     replicas: z.number().int().min(0).optional().describe('Machines of the control plane, whatever their state.'),
     readyReplicas: z.number().int().min(0).optional().describe('Machines whose member is a healthy voter.'),
+    upToDateReplicas: z.number().int().min(0).optional().describe('Machines at the spec\'s versions (etcd, and Kubernetes when it runs).'),
     voters: z.number().int().min(0).optional().describe('Voting etcd members.'),
     learners: z.number().int().min(0).optional().describe('etcd learners still catching up.'),
     version: z.string().optional().describe('The etcd version every member runs (the lowest while a rollout runs).'),

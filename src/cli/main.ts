@@ -41,7 +41,7 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
     if (error instanceof InvalidInputError) {
       process.stderr.write(`error: ${error.problems.join('\nerror: ')}\n`);
       code = EXIT.invalid;
-    } else if (error instanceof Error && (error.name === 'EtcdStoreUnreachableError' || error.name === 'KubectlError')) {
+    } else if (error instanceof Error && (error.name === 'EtcdStoreUnreachableError' || error.name === 'KubectlError' || error.name === 'ForbiddenError')) {
       // Not fastplane's fault, and nothing to debug in a stack: say what did not answer, or what kubectl said.
       process.stderr.write(`error: ${error.message}\n`);
       ctx?.log.error({ err: error }, 'state store unreachable');
@@ -259,7 +259,7 @@ export function buildProgram(): Command {
 
   program
     .command('install')
-    .description('apply the CRDs (fastplane crds) to a cluster with kubectl and wait until they are served; only the CRDs for now: the RBAC comes with the controller')
+    .description("apply the CRDs (fastplane crds) and the controller's least-privilege RBAC (a ServiceAccount, ClusterRole and binding) to a cluster with kubectl, and wait until the CRDs are served")
     .option('--kubeconfig <file>', 'the kubeconfig of the cluster (fastplane kubeconfig NAME writes one)')
     .option('--kubectl <path>', 'the kubectl to run (default: the newest installed Kubernetes\'s)')
     .addOption(new Option('--timeout <duration>', 'give up after this long').default('60s'))
@@ -271,6 +271,9 @@ export function buildProgram(): Command {
     .option('--metrics-address <host:port>', 'where /metrics, /healthz and /readyz listen', '127.0.0.1:9464')
     .option('--id <name>', "this replica's name in leases, logs and metrics (default host name and PID)")
     .option('--max-concurrent-reconciles <n>', 'control planes reconciled at the same time, at most', '10')
+    .option('--kubeconfig <file>', 'also reconcile the ControlPlane objects of this management cluster (fastplane install puts the CRD and RBAC there): status, Events and a teardown finalizer on each')
+    .option('--namespace <name>', "with --kubeconfig: only this namespace's ControlPlane objects (default: all namespaces)")
+    .option('--relist-every <duration>', 'with --kubeconfig: list the objects again this often, whatever the watch says', '60s')
     .action(async (flags: ControllerFlags) =>
       withContext(program, async (ctx) => (await import('./commands/controller.ts')).controllerCommand(ctx, flags), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
     );

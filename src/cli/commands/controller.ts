@@ -1,10 +1,14 @@
 import { hostname } from 'node:os';
+import { parseDuration } from '../../api/duration.ts';
 import { InvalidInputError } from '../../api/errors.ts';
+import { CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE } from '../../api/rbac.ts';
 import { Controller } from '../../controller/controller.ts';
+import { ObjectSync } from '../../controller/object-sync.ts';
 import { serveEndpoints } from '../../controller/http-endpoints.ts';
 import { PrometheusMetrics } from '../../controller/prometheus-metrics.ts';
 import { systemTimers } from '../../controller/timers.ts';
 import { systemClock } from '../../ports/clock.ts';
+import { ForbiddenError } from '../../ports/control-plane-objects.ts';
 import { leaseCallBoundMs } from '../../lease/lease-keeper.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT } from '../exit-codes.ts';
@@ -13,6 +17,9 @@ export interface ControllerFlags {
   metricsAddress: string;
   id?: string;
   maxConcurrentReconciles: string;
+  kubeconfig?: string;
+  namespace?: string;
+  relistEvery: string;
 }
 
 /** After SIGTERM the process exits within this, whatever the store does (Kubernetes gives a pod 30 s). */
@@ -43,6 +50,36 @@ export function parseId(text: string | undefined): string {
   return text;
 }
 
+/**
+ * With --kubeconfig: the ControlPlane objects of the management cluster, checked first for every
+ * permission the controller needs (a missing one is one clear line, not a failure mid-pass).
+ */
+async function managementObjects(ctx: CliContext, flags: ControllerFlags, id: string, onForbidden: (error: ForbiddenError) => void): Promise<ObjectSync | undefined> {
+  if (flags.kubeconfig === undefined) {
+    if (flags.namespace !== undefined) throw new InvalidInputError(['--namespace: needs --kubeconfig (the management cluster whose objects to reconcile)']);
+    return undefined;
+  }
+  const relistEveryMs = parseDuration(flags.relistEvery);
+  if (relistEveryMs === undefined || relistEveryMs < 1_000) throw new InvalidInputError([`--relist-every: must be a duration of 1s or more, such as 60s, got ${flags.relistEvery}`]);
+  const { KubernetesControlPlaneObjects } = await import('../../adapters/kubernetes/control-plane-objects.ts');
+  let objects;
+  try {
+    objects = new KubernetesControlPlaneObjects({ kubeconfigFile: flags.kubeconfig, namespace: flags.namespace, instance: id, relistEveryMs });
+  } catch (error) {
+    throw new InvalidInputError([`--kubeconfig: cannot load ${flags.kubeconfig}: ${error instanceof Error ? error.message : String(error)}`]);
+  }
+  let missing;
+  try {
+    missing = await objects.missingPermissions();
+  } catch (error) {
+    throw new InvalidInputError([`--kubeconfig: the API server ${objects.server} did not answer: ${error instanceof Error ? error.message : String(error)}`]);
+  }
+  if (missing.length > 0) {
+    throw new ForbiddenError(`forbidden: the controller may not ${missing.join(', ')} on ${objects.server}; fastplane install --kubeconfig FILE grants these to the ServiceAccount ${CONTROLLER_NAMESPACE}/${CONTROLLER_ACCOUNT}`);
+  }
+  return new ObjectSync({ runtime: ctx, objects, clock: systemClock, timers: systemTimers, onForbidden });
+}
+
 /** Resolves on the first SIGTERM or SIGINT, with its name. */
 function nextStopSignal(): Promise<NodeJS.Signals> {
   return new Promise((resolve) => {
@@ -66,6 +103,17 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
   const maxConcurrentReconciles = parseMaxConcurrent(flags.maxConcurrentReconciles);
   const id = parseId(flags.id);
   const stop = nextStopSignal();
+  let forbidden: ForbiddenError | undefined;
+  let onForbidden: (error: ForbiddenError) => void = () => undefined;
+  const refused = new Promise<'forbidden'>((resolve) => {
+    onForbidden = (error) => {
+      forbidden ??= error;
+      resolve('forbidden');
+    };
+  });
+  const sync = await managementObjects(ctx, flags, id, (error) => {
+    onForbidden(error);
+  });
   const metrics = new PrometheusMetrics();
   const controller = new Controller({
     store: ctx.store,
@@ -79,7 +127,12 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     callBoundMs: leaseCallBoundMs(ctx.leaseTtlMs),
     log: ctx.log,
     metrics,
-    depsFor: async (manifest, writer, notify) => ctx.passDeps(await ctx.clusterPorts(manifest), notify)(writer),
+    // Each recorded event also becomes an Event on the cluster's ControlPlane object, if it has one.
+    depsFor: async (manifest, writer, notify) =>
+      ctx.passDeps(await ctx.clusterPorts(manifest), (event) => {
+        notify(event);
+        sync?.onEvent(event);
+      })(writer),
   });
   let server;
   try {
@@ -88,9 +141,13 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     throw new InvalidInputError([`--metrics-address: cannot listen on ${flags.metricsAddress}: ${error instanceof Error ? error.message : String(error)}`]);
   }
   await controller.start();
-  ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs }, `controller ${id} started; metrics on http://${flags.metricsAddress}/metrics`);
-  const signal = await stop;
-  ctx.log.info({ id, signal }, `controller ${id} stopping (${signal}): no new work, passes in flight end, leases released`);
+  sync?.start();
+  ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs, kubeconfig: flags.kubeconfig }, `controller ${id} started${sync ? ` with the ControlPlane objects of ${flags.namespace === undefined ? 'every namespace' : `namespace ${flags.namespace}`}` : ''}; metrics on http://${flags.metricsAddress}/metrics`);
+  const signal = await Promise.race([stop, refused]);
+  if (forbidden) {
+    process.stderr.write(`error: ${forbidden.message}\n`);
+    ctx.log.error({ id, err: forbidden.message }, `controller ${id} stopping: ${forbidden.message}`);
+  } else ctx.log.info({ id, signal }, `controller ${id} stopping (${signal}): no new work, passes in flight end, leases released`);
   let code: number = EXIT.internal;
   // Closing the store's client (after this returns) is a call to the store too, and calls in flight
   // may keep the process alive: at the deadline it ends regardless. Logs are written synchronously.
@@ -98,7 +155,7 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     ctx.log.warn({ id, deadlineMs: SHUTDOWN_DEADLINE_MS }, `controller ${id}: shutdown deadline (${String(SHUTDOWN_DEADLINE_MS)} ms) reached; exiting`);
     process.exit(code);
   }, SHUTDOWN_DEADLINE_MS - EXIT_MARGIN_MS).unref();
-  const released = await controller.stop(PASSES_BOUND_MS, RELEASE_BOUND_MS);
+  const [released] = await Promise.all([controller.stop(PASSES_BOUND_MS, RELEASE_BOUND_MS), sync?.stop(PASSES_BOUND_MS)]);
   await new Promise<void>((resolve) => {
     server.close(() => {
       resolve();
@@ -106,6 +163,6 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     server.closeAllConnections();
   });
   ctx.log.info({ id, released }, released ? `controller ${id} stopped` : `controller ${id} stopped; the store did not answer, so its leases expire after their TTL`);
-  code = released ? EXIT.converged : EXIT.internal;
+  code = released && !forbidden ? EXIT.converged : EXIT.internal;
   return code;
 }
