@@ -22,7 +22,6 @@ export const DEFAULT_ETCD = '3.6.17';
 export const RULE_MESSAGES = {
   odd: (got: string) => `must be odd, got ${got}`,
   learnersNeedVersion: (version: string) => `above 1 needs etcd 3.6 or later (--max-learners), got version ${version}`,
-  kubernetesProvider: (provider: string) => `the ${provider} provider does not run the Kubernetes components; use the local-process provider or leave spec.kubernetes out`,
   kubernetesInsecure: () => 'needs certificates: a Kubernetes control plane cannot run with spec.provider.insecure',
   surgeNeedsReplicas: (replicas: string) => `0 (remove before add) needs at least 3 replicas, got ${replicas}`,
 };
@@ -177,14 +176,11 @@ const SpecSchema = z
   .describe('The desired state of the control plane.')
   .transform(({ version, ...spec }) => ({ ...spec, version: version ?? (spec.kubernetes === undefined ? DEFAULT_ETCD : defaultEtcdFor(spec.kubernetes.version)) }))
   .superRefine((spec, ctx) => {
-    checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, (path, message) => {
+    checkSshProvider(spec.provider, spec.replicas, spec.rollout.maxSurge, spec.kubernetes !== undefined, (path, message) => {
       ctx.addIssue({ code: 'custom', path, message });
     });
     if (spec.etcd.maxLearners !== 'auto' && spec.etcd.maxLearners > 1 && compareVersions(spec.version, '3.6.0') < 0) {
       ctx.addIssue({ code: 'custom', path: ['etcd', 'maxLearners'], message: RULE_MESSAGES.learnersNeedVersion(spec.version) });
-    }
-    if (spec.kubernetes !== undefined && spec.provider.name !== 'local-process') {
-      ctx.addIssue({ code: 'custom', path: ['kubernetes'], message: RULE_MESSAGES.kubernetesProvider(spec.provider.name) });
     }
     if (spec.kubernetes !== undefined && spec.provider.insecure) {
       ctx.addIssue({ code: 'custom', path: ['kubernetes'], message: RULE_MESSAGES.kubernetesInsecure() });

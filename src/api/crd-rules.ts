@@ -117,7 +117,8 @@ export const CEL_RULES: Readonly<Record<string, readonly (CelRule | ProbedRule)[
       [celEtcdVersion()],
       '.etcd.maxLearners',
     ),
-    said("!has(self.kubernetes) || self.provider.name == 'local-process'", RULE_MESSAGES.kubernetesProvider, ['self.provider.name'], '.kubernetes'),
+    said("!has(self.kubernetes) || self.provider.name != 'ssh' || has(self.provider.endpoint)", SSH_MESSAGES.endpointRequired, [], '.provider.endpoint'),
+    said('has(self.kubernetes) || !has(self.provider.endpoint)', SSH_MESSAGES.endpointNeedsKubernetes, [], '.provider.endpoint'),
     said('!has(self.kubernetes) || !self.provider.insecure', RULE_MESSAGES.kubernetesInsecure, [], '.kubernetes'),
     said('self.rollout.maxSurge != 0 || self.replicas >= 3', RULE_MESSAGES.surgeNeedsReplicas, [celDecimal('self.replicas')], '.rollout.maxSurge'),
     said(
@@ -133,6 +134,15 @@ export const CEL_RULES: Readonly<Record<string, readonly (CelRule | ProbedRule)[
     said("self.name != 'ssh' || has(self.identityFile)", SSH_MESSAGES.identityFile, [], '.identityFile'),
     said("self.name != 'ssh' || has(self.knownHostsFile)", SSH_MESSAGES.knownHostsFile, [], '.knownHostsFile'),
     said('!has(self.provision) || !has(self.hosts) || size(self.hosts) == 0', SSH_MESSAGES.hostsOrProvision, [], '.hosts'),
+    said(
+      '!has(self.endpoint) || !has(self.endpoint.host) || !has(self.hosts) || self.hosts.all(h, h.address != self.endpoint.host.address)',
+      SSH_MESSAGES.endpointHostIsMachineHost,
+      ['self.endpoint.host.address'],
+      '.endpoint.host.address',
+    ),
+  ],
+  'spec.provider.endpoint': [
+    said('has(self.host) != has(self.loadBalancer)', SSH_MESSAGES.endpointOneOf),
   ],
   'spec.provider.provisioningDelay': rangeRules,
   'spec.provider.deletionDelay': rangeRules,

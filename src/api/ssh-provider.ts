@@ -28,6 +28,10 @@ export const SSH_MESSAGES = {
   knownHostsFile: () => 'is required for provider ssh (host keys are always verified)',
   hostCount: (needed: string, got: string) => `needs at least replicas + rollout.maxSurge = ${needed} hosts, got ${got}`,
   hostsOrProvision: () => 'give either hosts or provision hooks, not both',
+  endpointRequired: () => 'is required for a Kubernetes control plane on provider ssh: endpoint.host (a host of yours fastplane runs HAProxy on) or endpoint.loadBalancer (the address of your own load balancer, which fastplane only checks)',
+  endpointOneOf: () => 'give either host or loadBalancer, not both',
+  endpointNeedsKubernetes: () => 'only for a Kubernetes control plane (spec.kubernetes)',
+  endpointHostIsMachineHost: (address: string) => `${address} is also one of spec.provider.hosts: HAProxy there and that machine's kube-apiserver would both bind port 6443; give the endpoint a host of its own`,
 };
 
 /**
@@ -69,6 +73,34 @@ export const ProvisionHooksSchema = z
   .strict()
   .describe('Hooks that create hosts on demand, instead of an inventory.');
 
+/**
+ * A Kubernetes control plane's endpoint on provider ssh: a host of the user's that fastplane runs
+ * HAProxy on (reached over SSH like the machines' hosts, never one of them), or the address of the
+ * user's own load balancer, which fastplane never configures and only checks (`/readyz` through it).
+ */
+export const SshEndpointSchema = z
+  .object({
+    host: z
+      .object({
+        address: SshAddressSchema,
+        port: z.number().int().min(1).max(65535).default(22).describe('The SSH port.'),
+        user: z.string().min(1).default('root').describe('The user fastplane logs in as.'),
+      })
+      .strict()
+      .optional()
+      .describe('A host fastplane runs HAProxy on, in front of the apiservers (port 6443 of its address).'),
+    loadBalancer: z
+      .string()
+      .max(SSH_ADDRESS_FORMS.hostNameMaxLength + 6, { error: 'must be an address such as 10.0.0.5:6443', abort: true })
+      .regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$/, { error: 'must be an address such as 10.0.0.5:6443' })
+      .optional()
+      .describe("The address (host or host:port, port 6443 by default) of your own load balancer in front of the machines' apiservers: fastplane only checks it."),
+  })
+  .strict()
+  .describe('provider ssh: the control-plane endpoint of a Kubernetes control plane.');
+
+export type SshEndpoint = z.infer<typeof SshEndpointSchema>;
+
 const MAX_ETCD_BINARIES = 16;
 
 /** Added to the provider's object schema; all optional, checked together by checkSshProvider. */
@@ -85,6 +117,7 @@ export const sshProviderFields = {
     .optional().describe("provider ssh: the etcd binary per version on fastplane's side (default: the ones installed here)."),
   baseDir: z.string().regex(/^\/[^\0]*[^/]$/, { error: 'must be an absolute directory path' }).optional().describe('provider ssh: the directory on each host that holds the members.'),
   provision: ProvisionHooksSchema.optional(),
+  endpoint: SshEndpointSchema.optional(),
 };
 
 interface SshProviderView {
@@ -93,13 +126,17 @@ interface SshProviderView {
   identityFile?: string | undefined;
   knownHostsFile?: string | undefined;
   provision?: unknown;
+  endpoint?: SshEndpoint | undefined;
 }
 
 /** The provider fields only the ssh provider takes. */
-export const SSH_ONLY_FIELDS = ['hosts', 'identityFile', 'knownHostsFile', 'provision'] as const;
+export const SSH_ONLY_FIELDS = ['hosts', 'identityFile', 'knownHostsFile', 'provision', 'endpoint'] as const;
 
-/** Cross-field rules: what each provider needs, and enough hosts for the replicas plus a rollout's surge. */
-export function checkSshProvider(provider: SshProviderView, replicas: number, maxSurge: number, issue: (path: (string | number)[], message: string) => void): void {
+/**
+ * Cross-field rules: what each provider needs, enough hosts for the replicas plus a rollout's surge,
+ * and an endpoint exactly when the control plane runs Kubernetes.
+ */
+export function checkSshProvider(provider: SshProviderView, replicas: number, maxSurge: number, kubernetes: boolean, issue: (path: (string | number)[], message: string) => void): void {
   if (provider.name !== 'ssh') {
     for (const field of SSH_ONLY_FIELDS) if (provider[field] !== undefined) issue(['provider', field], SSH_MESSAGES.onlyForSsh(provider.name));
     return;
@@ -114,10 +151,22 @@ export function checkSshProvider(provider: SshProviderView, replicas: number, ma
   } else if (hosts.length > 0) {
     issue(['provider', 'hosts'], SSH_MESSAGES.hostsOrProvision());
   }
+  checkEndpoint(provider.endpoint, hosts, kubernetes, issue);
   const seen = new Set<string>();
   hosts.forEach((host, i) => {
     const key = `${host.address}:${String(host.port)}`;
     if (seen.has(key)) issue(['provider', 'hosts', i, 'address'], `duplicate host ${key}`);
     seen.add(key);
   });
+}
+
+function checkEndpoint(endpoint: SshEndpoint | undefined, hosts: readonly SshHost[], kubernetes: boolean, issue: (path: (string | number)[], message: string) => void): void {
+  if (endpoint === undefined) {
+    if (kubernetes) issue(['provider', 'endpoint'], SSH_MESSAGES.endpointRequired());
+    return;
+  }
+  if (!kubernetes) issue(['provider', 'endpoint'], SSH_MESSAGES.endpointNeedsKubernetes());
+  else if ((endpoint.host === undefined) === (endpoint.loadBalancer === undefined)) issue(['provider', 'endpoint'], endpoint.host === undefined ? SSH_MESSAGES.endpointRequired() : SSH_MESSAGES.endpointOneOf());
+  const address = endpoint.host?.address;
+  if (address !== undefined && hosts.some((host) => host.address === address)) issue(['provider', 'endpoint', 'host', 'address'], SSH_MESSAGES.endpointHostIsMachineHost(address));
 }

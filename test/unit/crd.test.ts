@@ -97,8 +97,9 @@ describe('the ControlPlane CRD generated from the manifest schema', () => {
   test('the cross-field rules are CEL rules reported at the field the CLI names', () => {
     const bySpec = rulesAt('spec');
     const fieldPaths = bySpec.map((rule) => rule.fieldPath);
-    for (const path of ['.etcd.maxLearners', '.kubernetes', '.rollout.maxSurge', '.provider.hosts']) assert.ok(fieldPaths.includes(path), `a spec rule reports at ${path}`);
-    assert.equal(fieldPaths.filter((path) => path === '.kubernetes').length, 2, 'provider and insecure');
+    for (const path of ['.etcd.maxLearners', '.kubernetes', '.rollout.maxSurge', '.provider.hosts', '.provider.endpoint']) assert.ok(fieldPaths.includes(path), `a spec rule reports at ${path}`);
+    assert.equal(fieldPaths.filter((path) => path === '.kubernetes').length, 1, 'insecure');
+    assert.equal(fieldPaths.filter((path) => path === '.provider.endpoint').length, 2, 'an ssh endpoint exactly with Kubernetes');
     assert.ok(rulesAt('spec.replicas').some((rule) => rule.rule === 'self % 2 == 1'));
     const provider = rulesAt('spec.provider').map((rule) => rule.fieldPath);
     for (const field of ['.hosts', '.identityFile', '.knownHostsFile', '.provision']) assert.ok(provider.includes(field), `provider rule at ${field}`);

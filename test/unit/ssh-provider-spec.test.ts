@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { API_VERSION, KIND, validateControlPlane } from '../../src/api/control-plane.ts';
 import { InvalidInputError } from '../../src/api/errors.ts';
+import { SSH_MESSAGES } from '../../src/api/ssh-provider.ts';
 import { sshProviderFor } from '../../src/adapters/providers/ssh/ssh-provider-config.ts';
 import { ProvisioningFailed, runCreateHook } from '../../src/adapters/providers/ssh/provision-hooks.ts';
 import { knownKeys } from '../../src/adapters/providers/ssh/ssh-connections.ts';
@@ -52,6 +53,15 @@ describe('ssh provider spec', () => {
   test('hooks replace the inventory: no host count, but not both', () => {
     assert.equal(validateControlPlane(ssh({ provision: { create: 'true' } }, { replicas: 5 })).spec.provider.provision?.timeout, '10m');
     assert.deepEqual(problemsOf(() => validateControlPlane(ssh({ provision: { create: 'true' }, hosts: hosts(4) }))), ['spec.provider.hosts: give either hosts or provision hooks, not both']);
+  });
+
+  test('Kubernetes on ssh needs exactly one endpoint, never on a machine host; an endpoint needs Kubernetes', () => {
+    const k8s = { kubernetes: { version: '1.36.3' } };
+    assert.deepEqual(problemsOf(() => validateControlPlane(ssh({ hosts: hosts(4) }, k8s))), [`spec.provider.endpoint: ${SSH_MESSAGES.endpointRequired()}`]);
+    assert.deepEqual(problemsOf(() => validateControlPlane(ssh({ hosts: hosts(4), endpoint: { host: { address: '198.18.0.30' }, loadBalancer: 'lb:6443' } }, k8s))), [`spec.provider.endpoint: ${SSH_MESSAGES.endpointOneOf()}`]);
+    assert.deepEqual(problemsOf(() => validateControlPlane(ssh({ hosts: hosts(4), endpoint: { host: { address: '198.18.0.11' } } }, k8s))), [`spec.provider.endpoint.host.address: ${SSH_MESSAGES.endpointHostIsMachineHost('198.18.0.11')}`]);
+    assert.deepEqual(problemsOf(() => validateControlPlane(ssh({ hosts: hosts(4), endpoint: { loadBalancer: 'lb:6443' } }))), [`spec.provider.endpoint: ${SSH_MESSAGES.endpointNeedsKubernetes()}`]);
+    assert.equal(validateControlPlane(ssh({ hosts: hosts(4), endpoint: { host: { address: '198.18.0.30' } } }, k8s)).spec.provider.endpoint?.host?.port, 22);
   });
 
   test('a key file that does not exist is bad input naming the field', () => {

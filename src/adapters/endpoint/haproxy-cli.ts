@@ -1,4 +1,5 @@
 import { createConnection } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { EndpointBackend } from '../../ports/machine-provider.ts';
 
 /**
@@ -8,14 +9,27 @@ import type { EndpointBackend } from '../../ports/machine-provider.ts';
  */
 
 export function askMaster(socket: string, command: string, timeoutMs = 2000): Promise<string> {
+  return askMasterOver(createConnection(socket), socket, command, timeoutMs);
+}
+
+/**
+ * The same over a stream already connected to the socket (a channel SSH opened to it on another
+ * host); `socket` names it in messages.
+ */
+export function askMasterOver(connection: Duplex, socket: string, command: string, timeoutMs = 2000): Promise<string> {
   return new Promise((resolve, reject) => {
-    const connection = createConnection(socket);
     let answer = '';
+    let failed = false;
+    const timer = setTimeout(() => connection.destroy(new Error(`${socket} did not answer "${command}" within ${String(timeoutMs)} ms`)), timeoutMs);
     connection.setEncoding('utf8');
-    connection.setTimeout(timeoutMs, () => connection.destroy(new Error(`${socket} did not answer "${command}" within ${String(timeoutMs)} ms`)));
     connection.on('data', (chunk: string) => (answer += chunk));
-    connection.on('error', reject);
-    connection.on('close', (failed) => {
+    connection.on('error', (error) => {
+      failed = true;
+      clearTimeout(timer);
+      reject(error);
+    });
+    connection.on('close', () => {
+      clearTimeout(timer);
       if (!failed) resolve(answer);
     });
     // Closing our side tells the CLI the command is complete: it answers, then closes.

@@ -1,16 +1,9 @@
-import { execFile } from 'node:child_process';
-import { mkdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import type { ControlPlaneEndpoint, EndpointBackend } from '../../ports/machine-provider.ts';
-import { isProcessAlive, statFields } from '../host/process-status.ts';
-import { isOurProcess, pidsUsing, signal, spawnDetached, stopProcess } from '../host/processes.ts';
-import { withLock, writeFileAtomic } from '../state-files.ts';
-import { askMaster, parseShowProc, parseShowStat, serverStatesToKeep, type MasterState } from './haproxy-cli.ts';
+import { parseShowProc, parseShowStat, serverStatesToKeep, type MasterState } from './haproxy-cli.ts';
 import { BACKEND, renderHaproxyConfig } from './haproxy-config.ts';
-
-const run = promisify(execFile);
+import { LOCAL_HAPROXY_HOST, type HaproxyHost } from './haproxy-host.ts';
 
 export interface HaproxyEndpointOptions {
   /** The endpoint's own folder: its configuration, PID file, master socket, server states and log. */
@@ -21,6 +14,8 @@ export interface HaproxyEndpointOptions {
   binary?: string;
   /** How long stop() waits after SIGTERM before SIGKILL. */
   stopGraceMs?: number;
+  /** Where HAProxy runs: this host by default, or one reached over SSH. */
+  host?: HaproxyHost;
 }
 
 /** How long a start or a reload may take before route() gives up on it. */
@@ -36,7 +31,8 @@ export class HaproxyMissingError extends Error {
 }
 
 /**
- * The control-plane endpoint as one HAProxy in master-worker mode (`-W`), on this host. Every change
+ * The control-plane endpoint as one HAProxy in master-worker mode (`-W`), on its host (this one, or
+ * one reached over SSH: haproxy-host.ts; `dir` and `binary` are paths there). Every change
  * is a new configuration, checked (`haproxy -c`) before it is put in place, then loaded by starting
  * HAProxy or by a reload (SIGUSR2 to the master: a new worker takes the new connections, the old one
  * keeps its established ones until they end). Writers are serialized by a lock file, so two processes
@@ -48,9 +44,11 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   private readonly dir: string;
   private readonly binary: string;
   private readonly stopGraceMs: number;
+  private readonly host: HaproxyHost;
 
   constructor(options: HaproxyEndpointOptions) {
     this.dir = options.dir;
+    this.host = options.host ?? LOCAL_HAPROXY_HOST;
     this.address = options.address;
     this.binary = options.binary ?? '/usr/sbin/haproxy';
     this.stopGraceMs = options.stopGraceMs ?? 5000;
@@ -64,10 +62,10 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
 
   async route(backends: readonly EndpointBackend[]): Promise<void> {
     const config = renderHaproxyConfig({ bind: this.address, backends, serverStateFile: this.path('server-state') });
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    await withLock(this.path('endpoint.lock'), async () => {
+    await this.host.mkdir(this.dir);
+    await this.host.lock(this.path('endpoint.lock'), async () => {
       const master = await this.runningMaster();
-      const previous = await readFile(this.path('haproxy.cfg'), 'utf8').catch(() => undefined);
+      const previous = await this.host.readText(this.path('haproxy.cfg'));
       if (master !== undefined && previous === config) return this.serving(master, backends, READY_MS);
       const candidate = await this.checked(config);
       if (master === undefined) await this.start(candidate, previous, backends);
@@ -90,21 +88,21 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   }
 
   async stop(): Promise<void> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    await withLock(this.path('endpoint.lock'), async () => {
+    await this.host.mkdir(this.dir);
+    await this.host.lock(this.path('endpoint.lock'), async () => {
       const master = await this.runningMaster();
       // The master stops its workers; any left (the master killed) are stopped one by one.
-      if (master !== undefined) await stopProcess(master, this.dir, this.stopGraceMs);
-      for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
+      if (master !== undefined) await this.host.stop(master, this.dir, this.stopGraceMs);
+      for (const pid of await this.host.pidsUsing(this.dir)) await this.host.stop(pid, this.dir, this.stopGraceMs);
       if (master !== undefined) await this.gone(master);
-      await rm(this.path('haproxy.pid'), { force: true });
+      await this.host.remove(this.path('haproxy.pid'));
     });
   }
 
   /** The master's PID while it runs (its PID file names it, and its command line this folder). */
   private async runningMaster(): Promise<number | undefined> {
     for (let attempt = 0; attempt < 10; attempt++) {
-      const text = await readFile(this.path('haproxy.pid'), 'utf8').catch(() => undefined);
+      const text = await this.host.readText(this.path('haproxy.pid'));
       if (text === undefined) return undefined;
       const pid = Number(text.split('\n')[0]);
       // The master writes the file anew when it re-executes for a reload: empty for a moment.
@@ -117,8 +115,8 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   /** Whether pid is HAProxy of this folder. Its command line reads empty for a moment while it forks, so a live process is asked again. */
   private async ours(pid: number): Promise<boolean> {
     for (let attempt = 0; attempt < 10; attempt++) {
-      if (isOurProcess(pid, this.dir)) return true;
-      if (!isProcessAlive(pid)) return false;
+      if (await this.host.isOurs(pid, this.dir)) return true;
+      if ((await this.host.state(pid)) === 'gone') return false;
       await sleep(10);
     }
     return false;
@@ -127,14 +125,12 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   /** Writes the configuration beside the one in use and has HAProxy check it; rejects with HAProxy's reasons. */
   private async checked(config: string): Promise<string> {
     const candidate = this.path('haproxy.cfg.next');
-    await writeFileAtomic(candidate, config, 0o600);
-    try {
-      await run(this.binary, ['-c', '-f', candidate]);
-    } catch (error) {
-      await rm(candidate, { force: true });
-      const { code, stderr, stdout } = error as NodeJS.ErrnoException & { stderr?: string; stdout?: string };
-      if (code === 'ENOENT' || code === 'EACCES') throw new HaproxyMissingError(this.binary);
-      throw new Error(`HAProxy refused the endpoint configuration for ${this.address}: ${alerts(`${stdout ?? ''}${stderr ?? ''}`)}`, { cause: error });
+    await this.host.writeText(candidate, config, 0o600);
+    const check = await this.host.check(this.binary, candidate);
+    if (!check.ok) {
+      await this.host.remove(candidate);
+      if (check.missing) throw new HaproxyMissingError(this.binary);
+      throw new Error(`HAProxy refused the endpoint configuration for ${this.address}: ${alerts(check.output)}`);
     }
     return candidate;
   }
@@ -142,21 +138,21 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   private async start(candidate: string, previous: string | undefined, backends: readonly EndpointBackend[]): Promise<void> {
     const configFile = this.path('haproxy.cfg');
     const logFile = this.path('haproxy.log');
-    const logStart = await sizeOf(logFile);
+    const logStart = await this.host.size(logFile);
     // A worker whose master was killed may still hold the address, with an older configuration.
-    for (const pid of pidsUsing(this.dir)) await stopProcess(pid, this.dir, this.stopGraceMs);
+    for (const pid of await this.host.pidsUsing(this.dir)) await this.host.stop(pid, this.dir, this.stopGraceMs);
     // Server states saved for a reload are for that process only, not for one started later.
-    await rm(this.path('server-state'), { force: true });
-    await rename(candidate, configFile);
+    await this.host.remove(this.path('server-state'));
+    await this.host.rename(candidate, configFile);
     // Foreground master (no -D): the PID spawned is the master's, whose SIGUSR2 reloads and SIGTERM stops.
     const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.path('master.sock')},mode,600`];
-    const master = await spawnDetached(this.binary, args, logFile);
+    const master = await this.host.spawn(this.binary, args, logFile);
     try {
       await this.serving(master, backends, READY_MS);
     } catch (error) {
-      await stopProcess(master, this.dir, this.stopGraceMs);
+      await this.host.stop(master, this.dir, this.stopGraceMs);
       await this.restore(configFile, previous);
-      throw new Error(`HAProxy did not start for ${this.address}: ${(error as Error).message}: ${alerts(await logSince(logFile, logStart))}`, { cause: error });
+      throw new Error(`HAProxy did not start for ${this.address}: ${(error as Error).message}: ${alerts(await this.logSince(logFile, logStart))}`, { cause: error });
     }
   }
 
@@ -165,10 +161,10 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     const logFile = this.path('haproxy.log');
     const before = await this.masterState(master);
     // Saved for the new worker, so a server already found down is not routed to again while it is rechecked.
-    await writeFileAtomic(this.path('server-state'), serverStatesToKeep(await this.ask(`@1 show servers state ${BACKEND}`), backends), 0o600);
-    const logStart = await sizeOf(logFile);
-    await rename(candidate, configFile);
-    signal(master, 'SIGUSR2');
+    await this.host.writeText(this.path('server-state'), serverStatesToKeep(await this.ask(`@1 show servers state ${BACKEND}`), backends), 0o600);
+    const logStart = await this.host.size(logFile);
+    await this.host.rename(candidate, configFile);
+    await this.host.signal(master, 'SIGUSR2');
     const deadline = Date.now() + READY_MS;
     let after: MasterState | undefined;
     while (after === undefined || after.reloads <= before.reloads) {
@@ -179,7 +175,7 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     if (after.failed > before.failed) {
       // The master keeps the previous workers on a failed reload: put their configuration back in place.
       await this.restore(configFile, previous);
-      throw new Error(`HAProxy could not load the new configuration for ${this.address} and keeps the previous one: ${alerts(await logSince(logFile, logStart))}`);
+      throw new Error(`HAProxy could not load the new configuration for ${this.address} and keeps the previous one: ${alerts(await this.logSince(logFile, logStart))}`);
     }
     await this.serving(master, backends, READY_MS);
   }
@@ -190,7 +186,7 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       // Alive rather than ours: a process just started may not show its command line yet.
-      if (!isProcessAlive(master)) throw new Error(`HAProxy (PID ${String(master)}) exited`);
+      if ((await this.host.state(master)) === 'gone') throw new Error(`HAProxy (PID ${String(master)}) exited`);
       const servers = await this.ask(`@1 show stat ${BACKEND} 4 -1`).then((answer) => parseShowStat(answer, BACKEND).map(({ machine }) => machine).join(' '), () => undefined);
       if (servers === wanted) return;
       if (Date.now() > deadline) throw new Error(`HAProxy for ${this.address} serves [${servers ?? 'no answer'}], not [${wanted}], after ${String(timeoutMs)} ms`);
@@ -209,20 +205,24 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   private async gone(pid: number): Promise<void> {
     const deadline = Date.now() + this.stopGraceMs;
     // A zombie has released its sockets: only its parent's wait is missing.
-    while (isProcessAlive(pid) && statFields(`/proc/${String(pid)}/stat`)?.[0] !== 'Z') {
-      if (Date.now() > deadline) signal(pid, 'SIGKILL');
+    while ((await this.host.state(pid)) === 'running') {
+      if (Date.now() > deadline) await this.host.signal(pid, 'SIGKILL');
       if (Date.now() > deadline + 5000) throw new Error(`HAProxy (PID ${String(pid)}) survived SIGKILL`);
       await sleep(POLL_MS);
     }
   }
 
   private ask(command: string): Promise<string> {
-    return askMaster(this.path('master.sock'), command);
+    return this.host.ask(this.path('master.sock'), command);
   }
 
   private async restore(configFile: string, previous: string | undefined): Promise<void> {
-    if (previous === undefined) await rm(configFile, { force: true });
-    else await writeFileAtomic(configFile, previous, 0o600);
+    if (previous === undefined) await this.host.remove(configFile);
+    else await this.host.writeText(configFile, previous, 0o600);
+  }
+
+  private async logSince(file: string, offset: number): Promise<string> {
+    return ((await this.host.readText(file)) ?? '').slice(offset);
   }
 }
 
@@ -230,12 +230,4 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
 function alerts(output: string): string {
   const lines = output.split('\n').filter((line) => line.includes('[ALERT]'));
   return (lines.length > 0 ? lines.join('; ') : output).trim();
-}
-
-async function sizeOf(file: string): Promise<number> {
-  return (await stat(file).catch(() => undefined))?.size ?? 0;
-}
-
-async function logSince(file: string, offset: number): Promise<string> {
-  return (await readFile(file, 'utf8').catch(() => '')).slice(offset);
 }

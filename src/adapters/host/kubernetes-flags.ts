@@ -100,3 +100,11 @@ function controllerManagerFlags(placement: KubernetesPlacement): string[] {
 function schedulerFlags(placement: KubernetesPlacement): string[] {
   return commonFlags('kube-scheduler', placement);
 }
+
+/**
+ * The argument only this component of this machine has on its command line: the apiserver's serving
+ * certificate, the others' kubeconfig. It tells our process from another that took its PID.
+ */
+export function componentMarker(kind: KubernetesComponent, placement: Pick<KubernetesPlacement, 'files' | 'kubeconfig'>): string {
+  return kind === 'kube-apiserver' ? placement.files.apiserver.cert : placement.kubeconfig;
+}

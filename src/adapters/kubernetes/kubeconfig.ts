@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { stringify } from 'yaml';
-import type { CertAndKey } from '../pki/pki-files.ts';
+import type { KubernetesComponent } from '../../ports/machine-provider.ts';
+import type { CertAndKey, KubernetesClient, KubernetesFiles } from '../pki/pki-files.ts';
 
 /** kube-apiserver's secure port, kubeadm's default. */
 export const APISERVER_PORT = 6443;
@@ -44,4 +45,18 @@ export async function kubeconfigYaml(spec: KubeconfigSpec): Promise<string> {
     preferences: {},
     users: [{ name: spec.user, user: { 'client-certificate-data': await data(spec.client.cert), 'client-key-data': await data(spec.client.key) } }],
   }, { lineWidth: 0 });
+}
+
+const CLIENT_OF: Readonly<Record<Exclude<KubernetesComponent, 'kube-apiserver'>, KubernetesClient>> = {
+  'kube-controller-manager': 'controller-manager',
+  'kube-scheduler': 'scheduler',
+};
+
+/**
+ * The kubeconfig of a machine's controller-manager or scheduler, as kubeadm writes
+ * controller-manager.conf and scheduler.conf: its own client certificate, at its own machine's
+ * apiserver (`address`, port 6443).
+ */
+export function componentKubeconfig(cluster: string, kind: Exclude<KubernetesComponent, 'kube-apiserver'>, address: string, files: KubernetesFiles): Promise<string> {
+  return kubeconfigYaml({ cluster, server: address, caFile: files.ca.cert, user: `system:${kind}`, client: files.clients[CLIENT_OF[kind]] });
 }

@@ -2,12 +2,12 @@ import { readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KUBERNETES_COMPONENTS, type KubernetesComponent, type KubernetesLaunch, type MachineComponent } from '../../../ports/machine-provider.ts';
 import { kubernetesComponent, type KubernetesProcess } from '../../host/kubernetes-component.ts';
-import { KUBERNETES_PORTS, kubernetesFlags } from '../../host/kubernetes-flags.ts';
+import { componentMarker, KUBERNETES_PORTS, kubernetesFlags } from '../../host/kubernetes-flags.ts';
 import { isOurProcess, pidsUsing, spawnDetached, stopProcess } from '../../host/processes.ts';
 import { findKubernetesProgram, programVersion } from '../../kubernetes/kubernetes-binaries.ts';
-import { hostOf, kubeconfigYaml } from '../../kubernetes/kubeconfig.ts';
+import { componentKubeconfig, hostOf } from '../../kubernetes/kubeconfig.ts';
 import type { ClusterPki } from '../../pki/cluster-pki.ts';
-import { kubernetesFiles, type KubernetesClient } from '../../pki/pki-files.ts';
+import { kubernetesFiles } from '../../pki/pki-files.ts';
 import { readJsonIfPresent, writeFileAtomic } from '../../state-files.ts';
 import { writeJsonAtomic, type MachineFile } from './local-machine.ts';
 
@@ -33,11 +33,6 @@ interface ComponentRecord {
 }
 
 export type KubernetesComponents = { readonly [K in KubernetesComponent]: MachineComponent<K> };
-
-const CLIENT_OF: Readonly<Record<Exclude<KubernetesComponent, 'kube-apiserver'>, KubernetesClient>> = {
-  'kube-controller-manager': 'controller-manager',
-  'kube-scheduler': 'scheduler',
-};
 
 /**
  * The local provider's Kubernetes components: processes of this host, on the machine's loopback
@@ -110,8 +105,7 @@ export class LocalKubernetes {
     const files = await this.pki.issueKubernetesMachine(machine.cluster, machine.name, file.address, launch.endpoint === undefined ? undefined : hostOf(launch.endpoint));
     const kubeconfig = join(machine.machineDir, `${kind}.conf`);
     if (kind !== 'kube-apiserver') {
-      const yaml = await kubeconfigYaml({ cluster: machine.cluster, server: file.address, caFile: files.ca.cert, user: `system:${kind}`, client: files.clients[CLIENT_OF[kind]] });
-      await writeFileAtomic(kubeconfig, yaml, 0o600);
+      await writeFileAtomic(kubeconfig, await componentKubeconfig(machine.cluster, kind, file.address, files), 0o600);
     }
     const args = kubernetesFlags(kind, { cluster: machine.cluster, address: file.address, etcdClientURL: file.clientURL, files, kubeconfig });
     const pid = await spawnDetached(program, args, join(machine.machineDir, `${kind}.log`));
@@ -126,10 +120,7 @@ export class LocalKubernetes {
   }
 }
 
-/**
- * The argument only this component of this machine has on its command line: the apiserver's serving
- * certificate, the others' kubeconfig. It tells our process from another that took its PID.
- */
+/** The argument only this component of this machine has on its command line (kubernetes-flags.ts). */
 function marker(machine: LocalMachineAccess, kind: KubernetesComponent): string {
-  return kind === 'kube-apiserver' ? kubernetesFiles(machine.clusterDir, machine.name).apiserver.cert : join(machine.machineDir, `${kind}.conf`);
+  return componentMarker(kind, { files: kubernetesFiles(machine.clusterDir, machine.name), kubeconfig: join(machine.machineDir, `${kind}.conf`) });
 }

@@ -19,8 +19,10 @@ import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from 
 import { initStartSuppressed } from './test-markers.ts';
 import { LocalEtcd, type LocalEtcdOptions } from './local-etcd.ts';
 import { LocalKubernetes, type LocalMachineAccess } from './local-kubernetes.ts';
-import { LocalKubernetesMachines } from './local-kubernetes-machines.ts';
 import { ComponentProvider, type ComponentProviderOptions } from '../component-provider.ts';
+import { StackedKubernetesMachines } from '../stacked-kubernetes-machines.ts';
+import { HaproxyEndpoint } from '../../endpoint/haproxy-endpoint.ts';
+import { APISERVER_PORT } from '../../kubernetes/kubeconfig.ts';
 import { stateScope } from '../provider-environment.ts';
 
 /**
@@ -74,12 +76,15 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   private readonly localKubernetes: LocalKubernetes;
   private readonly honourFailureMarker: boolean;
   private readonly slots: AddressSlots;
-  /** Its machines' Kubernetes components and each cluster's endpoint (local-kubernetes-machines.ts). */
-  readonly kubernetes: LocalKubernetesMachines = new LocalKubernetesMachines({
+  /**
+   * Its machines' Kubernetes components (local-kubernetes.ts) and one HAProxy per cluster as its
+   * endpoint, on the block's own address `<prefix>.<slot>.0:6443` (no machine has ordinal 0), its
+   * folder `<cluster>/endpoint/` beside the machines'.
+   */
+  readonly kubernetes = new StackedKubernetesMachines({
     components: (cluster, name, fence) => this.components(cluster, name, fence),
     machineAddress: async (cluster, name) => (await this.read(cluster, name))?.address,
-    clusterAddress: async (cluster) => `${this.addressPrefix}.${String(await this.slots.slotFor(cluster))}.0`,
-    clusterDir: (cluster) => this.clusterDir(cluster),
+    endpoint: async (cluster) => new HaproxyEndpoint({ dir: join(this.clusterDir(cluster), 'endpoint'), address: `${this.addressPrefix}.${String(await this.slots.slotFor(cluster))}.0:${String(APISERVER_PORT)}` }),
     kubeconfig: (cluster, server) => this.kubeconfig(cluster, server),
     renewClusterCertificates: (cluster, nextEtcdCa) => this.pki.renewKubernetesCluster(cluster, nextEtcdCa),
     renewMachineCertificates: async (cluster, name, endpointHost) => {

@@ -1,8 +1,8 @@
 /**
  * The shell commands the ssh provider runs on a host, as text: POSIX sh and coreutils only (and
  * util-linux's flock where the host has it), so any Linux host will do. Every path is quoted; a
- * member is recognised by its data dir in the command line of the PID in its pidfile, so a reused PID
- * is never taken for our etcd.
+ * process is recognised by its marker (a member's data dir, a Kubernetes component's certificate or
+ * kubeconfig) in the command line of the PID in its pidfile, so a reused PID is never taken for ours.
  */
 
 /** Single-quotes a word for sh. */
@@ -10,18 +10,24 @@ export function q(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
-export interface RemoteMember {
+/** A process fastplane runs on a host: its folder, pidfile, start time, log, and the argument only it has. */
+export interface RemoteProcess {
   dir: string;
-  dataDir: string;
+  marker: string;
   pidFile: string;
   startedAtFile: string;
   logFile: string;
+}
+
+export interface RemoteMember extends RemoteProcess {
+  dataDir: string;
   pkiDir: string;
 }
 
 export function remoteMember(baseDir: string, cluster: string, name: string): RemoteMember {
   const dir = `${baseDir}/clusters/${cluster}/${name}`;
-  return { dir, dataDir: `${dir}/data`, pidFile: `${dir}/etcd.pid`, startedAtFile: `${dir}/started-at`, logFile: `${dir}/etcd.log`, pkiDir: `${dir}/pki` };
+  const dataDir = `${dir}/data`;
+  return { dir, dataDir, marker: dataDir, pidFile: `${dir}/etcd.pid`, startedAtFile: `${dir}/started-at`, logFile: `${dir}/etcd.log`, pkiDir: `${dir}/pki` };
 }
 
 /** Exit status of a fenced script refused by the host: a newer lease holder acted on the cluster there. */
@@ -53,8 +59,17 @@ export function fenceLines(file: string, fence: number | undefined): string[] {
   ];
 }
 
-function aliveFunction(m: RemoteMember): string {
-  return `alive() { [ -n "$1" ] && [ -r /proc/$1/cmdline ] && tr '\\0' ' ' < /proc/$1/cmdline | grep -qF -- ${q(m.dataDir)}; }`;
+function aliveFunction(m: RemoteProcess): string {
+  return `alive() { [ -n "$1" ] && [ -r /proc/$1/cmdline ] && tr '\\0' ' ' < /proc/$1/cmdline | grep -qF -- ${q(m.marker)}; }`;
+}
+
+/** Prints `running=0|1` and, while it runs, `exe=<its program's path>`. */
+export function processScript(m: RemoteProcess): string {
+  return [
+    aliveFunction(m),
+    `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
+    `if alive "$pid"; then echo running=1; echo "exe=$(readlink /proc/$pid/exe)"; else echo running=0; fi`,
+  ].join('\n');
 }
 
 /** Prints `running=0|1`, `startedAt=<ms>`, `data=0|1` and `dataBytes=<bytes in the data dir>`. */
@@ -83,10 +98,10 @@ export function lastWalScript(m: RemoteMember): string {
 export const CHECK_SCRIPT = `uname -s; uname -m; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | awk '$4 == "0A" { print $2 }'`;
 
 /**
- * Starts etcd detached in its own session (it outlives the SSH session), unless our member already
- * runs. `$!` is etcd's PID: a background job is never a process group leader, so setsid does not fork.
+ * Starts the program detached in its own session (it outlives the SSH session), unless ours already
+ * runs. `$!` is its PID: a background job is never a process group leader, so setsid does not fork.
  */
-export function startScript(m: RemoteMember, binary: string, args: string[], fence: readonly string[]): string {
+export function startScript(m: RemoteProcess, binary: string, args: string[], fence: readonly string[]): string {
   return [
     'set -e',
     ...fence,
@@ -94,7 +109,7 @@ export function startScript(m: RemoteMember, binary: string, args: string[], fen
     `pid=$(cat ${q(m.pidFile)} 2>/dev/null || true)`,
     `if alive "$pid"; then exit 0; fi`,
     `mkdir -p ${q(m.dir)} && chmod 700 ${q(m.dir)}`,
-    // etcd must not inherit the fence lock (fd 9): it would hold it for its whole life.
+    // It must not inherit the fence lock (fd 9): it would hold it for its whole life.
     `setsid ${q(binary)} ${args.map(q).join(' ')} >>${q(m.logFile)} 2>&1 </dev/null 9>&- &`,
     `echo $! >${q(m.pidFile)}`,
     `echo $(($(date +%s%N) / 1000000)) >${q(m.startedAtFile)}`,
@@ -102,7 +117,7 @@ export function startScript(m: RemoteMember, binary: string, args: string[], fen
 }
 
 /** SIGTERM, up to graceMs, then SIGKILL; returns once the process is gone (or only a zombie). */
-export function stopScript(m: RemoteMember, graceMs: number, fence: readonly string[]): string {
+export function stopScript(m: RemoteProcess, graceMs: number, fence: readonly string[]): string {
   const ticks = Math.max(0, Math.ceil(graceMs / 100));
   return [
     ...fence,
@@ -114,7 +129,7 @@ export function stopScript(m: RemoteMember, graceMs: number, fence: readonly str
     `i=0; while alive "$pid" && [ $i -lt ${String(ticks)} ]; do sleep 0.1; i=$((i + 1)); done`,
     `alive "$pid" && kill -KILL "$pid" 2>/dev/null || true`,
     `i=0; while ! gone "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done`,
-    `gone "$pid" || { echo "etcd process $pid survived SIGKILL" >&2; exit 1; }`,
+    `gone "$pid" || { echo "process $pid survived SIGKILL" >&2; exit 1; }`,
   ].join('\n');
 }
 

@@ -173,6 +173,17 @@ export class SshConnections {
     });
   }
 
+  /** A stream to a unix socket on the host (OpenSSH's streamlocal forwarding, which sshd allows by default). */
+  async openSocket(target: SshTarget, socketPath: string): Promise<ClientChannel> {
+    const client = await this.connect(target);
+    return new Promise<ClientChannel>((resolve, reject) => {
+      client.openssh_forwardOutStreamLocal(socketPath, (error: Error | undefined, channel: ClientChannel) => {
+        if (error) reject(new Error(`ssh ${targetKey(target)}: opening ${socketPath}: ${error.message}`));
+        else resolve(channel);
+      });
+    });
+  }
+
   private drop(target: SshTarget, client: Client): void {
     this.open.delete(targetKey(target));
     client.end();

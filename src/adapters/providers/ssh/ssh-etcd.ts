@@ -96,7 +96,7 @@ export class SshEtcd {
     if (!renew) {
       // A machine being provisioned has never run: whatever a machine of the same name left on this
       // host (a crash before its wipe) is not its data, and etcd must not start from it.
-      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fence(machine.cluster, fence)));
+      const wiped = await this.ssh.exec(host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fenceScript(machine.cluster, fence)));
       this.refusedByFence(machine, fence, wiped);
       if (wiped.code !== 0) throw new Error(`wiping ${owner(machine)} on ${host.address} failed: ${wiped.stderr.trim()}`);
     }
@@ -105,7 +105,7 @@ export class SshEtcd {
 
   /** Stops the member at once and removes its files, unless the host's fence is newer than `fence`. */
   async wipe(machine: SshMachineOnHost, fence: Fence): Promise<void> {
-    const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fence(machine.cluster, fence)));
+    const result = await this.ssh.exec(machine.host, wipeScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.fenceScript(machine.cluster, fence)));
     this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`wiping ${owner(machine)} on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
@@ -125,13 +125,13 @@ export class SshEtcd {
       const target = { member, peerURL: machine.peerURL, localBinary: this.options.findBinary(launch.version), remoteBinDir: this.binDir(), baseDir: this.options.baseDir };
       await restoreOnHost(this.ssh, host, target, { ...launch, restoreFrom: launch.restoreFrom });
     }
-    const result = await this.ssh.exec(host, startScript(member, binary, args, this.fence(cluster, fence)));
+    const result = await this.ssh.exec(host, startScript(member, binary, args, this.fenceScript(cluster, fence)));
     this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`starting etcd on ${host.address} failed: ${result.stderr.trim()}`);
   }
 
   async stop(machine: SshMachineOnHost, fence: Fence): Promise<void> {
-    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000, this.fence(machine.cluster, fence)));
+    const result = await this.ssh.exec(machine.host, stopScript(remoteMember(this.options.baseDir, machine.cluster, machine.name), this.options.stopGraceMs ?? 10_000, this.fenceScript(machine.cluster, fence)));
     this.refusedByFence(machine, fence, result);
     if (result.code !== 0) throw new Error(`stopping etcd on ${machine.host.address} failed: ${result.stderr.trim()}`);
   }
@@ -162,12 +162,13 @@ export class SshEtcd {
     return encoded === '' ? undefined : lastCommitIn(gunzipSync(Buffer.from(encoded, 'base64')));
   }
 
-  private fence(cluster: string, fence: Fence): string[] {
+  /** The lines a destructive script on a host of the cluster starts with (remote-scripts.ts, fenceLines). */
+  fenceScript(cluster: string, fence: Fence): string[] {
     return fenceLines(fenceFile(this.options.baseDir, cluster), fence);
   }
 
   /** A script the host refused under its fence: this holder was deposed. */
-  private refusedByFence(machine: SshMachineOnHost, fence: Fence, result: ExecResult): void {
+  refusedByFence(machine: SshMachineOnHost, fence: Fence, result: ExecResult): void {
     if (fence === undefined || result.code !== FENCED) return;
     const seen = /fence=(\d+)/.exec(result.stderr)?.[1];
     if (seen !== undefined) throw new StaleFenceError(machine.cluster, `machine ${owner(machine)}`, fence, Number(seen));

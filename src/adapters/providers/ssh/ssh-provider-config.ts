@@ -39,6 +39,7 @@ export function sshProviderFor(manifest: ControlPlane, env: ProviderEnvironment)
     version: manifest.spec.version,
     store: env.store,
     provisioningDelay: parseDurationRange(spec.provisioningDelay) ?? { minMs: 0, maxMs: 0 },
+    ...(spec.endpoint === undefined || manifest.spec.kubernetes === undefined ? {} : { endpoint: spec.endpoint }),
     ...(spec.provision === undefined
       ? {}
       : { provision: { create: spec.provision.create, ...(spec.provision.delete === undefined ? {} : { delete: spec.provision.delete }), timeoutMs: parseDuration(spec.provision.timeout) ?? 600_000 } }),

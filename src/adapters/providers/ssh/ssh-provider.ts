@@ -2,13 +2,16 @@ import { existsSync } from 'node:fs';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { drawDuration, type DurationRange } from '../../../api/duration.ts';
-import type { SshHost } from '../../../api/ssh-provider.ts';
-import { StaleFenceError, type CommittedIndexReading, type CreateMachineRequest, type Fence, type MachineFacts, type MachineInfra, type MachineProvider } from '../../../ports/machine-provider.ts';
+import type { SshEndpoint, SshHost } from '../../../api/ssh-provider.ts';
+import { StaleFenceError, type CommittedIndexReading, type CreateMachineRequest, type Fence, type MachineComponents, type MachineFacts, type MachineInfra, type MachineProvider } from '../../../ports/machine-provider.ts';
 import type { StateStore } from '../../../ports/state-store.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
 import { ComponentProvider } from '../component-provider.ts';
+import { StackedKubernetesMachines } from '../stacked-kubernetes-machines.ts';
+import { kubernetesCa, sshEndpoint } from './ssh-endpoint.ts';
+import { SshKubernetes } from './ssh-kubernetes.ts';
 import { stateScope } from '../provider-environment.ts';
 import { runCreateHook, runHook } from './provision-hooks.ts';
 import { CLIENT_PORT, PEER_PORT, SshEtcd, type MemberSeen } from './ssh-etcd.ts';
@@ -50,6 +53,8 @@ export interface SshProviderOptions {
   /** Slow infrastructure made visible: each machine waits this long before any host work (benchmarks). */
   provisioningDelay?: DurationRange;
   stopGraceMs?: number;
+  /** A Kubernetes control plane's endpoint (spec.provider.endpoint); without it the machines run etcd only. */
+  endpoint?: SshEndpoint;
 }
 
 
@@ -57,11 +62,39 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
   private readonly ssh: SshConnections;
   private readonly lastSeen = new Map<string, MemberSeen>();
   private readonly etcd: SshEtcd;
+  private readonly sshKubernetes: SshKubernetes;
+  /** The machines' Kubernetes components (ssh-kubernetes.ts) behind the manifest's endpoint (ssh-endpoint.ts). */
+  readonly kubernetes?: StackedKubernetesMachines;
 
   constructor(private readonly options: SshProviderOptions) {
     super({});
     this.ssh = new SshConnections(options.identityFile, options.knownHostsFile);
     this.etcd = new SshEtcd(this.ssh, this.pki, options);
+    this.sshKubernetes = new SshKubernetes(this.ssh, this.pki, this.etcd, options);
+    const endpoint = options.endpoint;
+    if (endpoint === undefined) return;
+    this.kubernetes = new StackedKubernetesMachines({
+      components: (cluster, name, fence) => this.components(cluster, name, fence),
+      machineAddress: async (cluster, name) => (await this.read(cluster, name))?.host?.address,
+      endpoint: (cluster) => sshEndpoint(endpoint, { ssh: this.ssh, baseDir: options.baseDir, state: (c) => this.state(c) }, cluster),
+      kubeconfig: (cluster, server) => this.kubeconfig(cluster, server),
+      renewClusterCertificates: (cluster, nextEtcdCa) => this.pki.renewKubernetesCluster(cluster, nextEtcdCa),
+      renewMachineCertificates: async (cluster, name, endpointHost) => {
+        const machine = await this.provisioned(cluster, name);
+        await this.pki.issueKubernetesMachine(cluster, name, machine.host.address, endpointHost, true);
+      },
+    });
+  }
+
+  /** The etcd member, and on a Kubernetes control plane the components stacked on it, on the machine's host. */
+  override components(cluster: string, name: string, fence?: Fence): MachineComponents {
+    if (this.kubernetes === undefined) return super.components(cluster, name, fence);
+    const onHost = async (): Promise<(SshMachineFile & { host: SshTarget }) | undefined> => {
+      const machine = await this.read(cluster, name);
+      return machine?.state === 'Provisioned' && machine.host !== undefined ? { ...machine, host: machine.host } : undefined;
+    };
+    const access = { cluster, name, fence, read: onHost, startable: () => this.provisioned(cluster, name), kubernetesCa: () => kubernetesCa(this.state(cluster)) };
+    return { ...super.components(cluster, name, fence), ...this.sshKubernetes.components(access) };
   }
 
   async create(request: CreateMachineRequest): Promise<MachineInfra> {
@@ -178,6 +211,8 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
     if (target) await this.onHostOf(machine, () => this.etcd.passFence(target, fence));
     if (machine.deleting !== true) await this.write({ ...machine, deleting: true });
     if (target) {
+      // Its Kubernetes components first, as the planner drains a machine: none may outlive its member.
+      if (this.kubernetes !== undefined) await this.onHostOf(machine, () => this.sshKubernetes.stopAll(target, fence, 0));
       await this.onHostOf(machine, () => this.etcd.wipe(target, fence));
       if (machine.hooked === true && this.options.provision?.delete !== undefined) {
         await runHook('delete', this.options.provision.delete, { ...this.hookRequest(machine), address: target.host.address }, this.options.provision.timeoutMs);
@@ -193,6 +228,7 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
     const results = await Promise.allSettled((await this.machineNames(cluster)).map((name) => this.delete(cluster, name, fence)));
     const failed = results.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
     if (failed.length > 0) throw new Error(`could not remove every machine of ${cluster}: ${failed.join('; ')}`);
+    if (this.kubernetes !== undefined) await (await this.kubernetes.endpoint(cluster)).stop();
     await this.state(cluster).drop();
     await this.ssh.close();
   }

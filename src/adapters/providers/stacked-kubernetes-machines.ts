@@ -1,17 +1,14 @@
-import { join } from 'node:path';
-import { KUBERNETES_COMPONENTS, type ComponentHealth, type Fence, type KubernetesComponent, type KubernetesLaunch, type KubernetesMachines, type MachineComponents } from '../../../ports/machine-provider.ts';
-import { HaproxyEndpoint } from '../../endpoint/haproxy-endpoint.ts';
-import { KUBERNETES_PORTS } from '../../host/kubernetes-flags.ts';
-import { hostOf } from '../../kubernetes/kubeconfig.ts';
+import { KUBERNETES_COMPONENTS, type ComponentHealth, type ControlPlaneEndpoint, type Fence, type KubernetesComponent, type KubernetesLaunch, type KubernetesMachines, type MachineComponents } from '../../ports/machine-provider.ts';
+import { KUBERNETES_PORTS } from '../host/kubernetes-flags.ts';
+import { hostOf } from '../kubernetes/kubeconfig.ts';
 
-/** What the local provider lends its Kubernetes control plane: its machines' components, addresses and folders. */
-export interface LocalKubernetesHost {
+/** What a provider lends its Kubernetes control planes: its machines' components and addresses, and each cluster's endpoint. */
+export interface StackedKubernetesHost {
   components(cluster: string, name: string, fence?: Fence): MachineComponents;
-  /** The machine's address, undefined when it has none (gone). */
+  /** The machine's address, undefined when it has none (gone, or no host yet). */
   machineAddress(cluster: string, name: string): Promise<string | undefined>;
-  /** The cluster's address block's own address, `<prefix>.<slot>.0`: no machine has ordinal 0. */
-  clusterAddress(cluster: string): Promise<string>;
-  clusterDir(cluster: string): string;
+  /** The cluster's control-plane endpoint, as the provider places it. */
+  endpoint(cluster: string): Promise<ControlPlaneEndpoint>;
   kubeconfig(cluster: string, server: string): Promise<string>;
   renewClusterCertificates(cluster: string, nextEtcdCa: boolean): Promise<void>;
   /** The machine's apiserver serving certificate issued anew, naming its address and `endpointHost`. */
@@ -21,12 +18,12 @@ export interface LocalKubernetesHost {
 const NOT_RUN: ComponentHealth = { running: false, healthy: false, reason: 'this provider does not run it' };
 
 /**
- * The local provider's Kubernetes control planes: the machines' components (local-kubernetes.ts) and one
- * HAProxy per cluster as its endpoint, on the block's address `<prefix>.<slot>.0:6443`, its folder
- * `<cluster>/endpoint/` beside the machines'.
+ * The Kubernetes control planes of a provider that runs the components itself, stacked on each
+ * machine's member (kubeadm's stacked topology): the provider runs the processes (its components) and
+ * places the endpoint; what is asked of them is the same for every such provider.
  */
-export class LocalKubernetesMachines implements KubernetesMachines {
-  constructor(private readonly host: LocalKubernetesHost) {}
+export class StackedKubernetesMachines implements KubernetesMachines {
+  constructor(private readonly host: StackedKubernetesHost) {}
 
   async startComponent(cluster: string, name: string, component: KubernetesComponent, launch: KubernetesLaunch, fence?: Fence): Promise<void> {
     const started = this.host.components(cluster, name, fence)[component];
@@ -46,8 +43,8 @@ export class LocalKubernetesMachines implements KubernetesMachines {
     return { 'kube-apiserver': apiserver ?? NOT_RUN, 'kube-controller-manager': controllerManager ?? NOT_RUN, 'kube-scheduler': scheduler ?? NOT_RUN };
   }
 
-  async endpoint(cluster: string): Promise<HaproxyEndpoint> {
-    return new HaproxyEndpoint({ dir: join(this.host.clusterDir(cluster), 'endpoint'), address: `${await this.host.clusterAddress(cluster)}:${String(KUBERNETES_PORTS['kube-apiserver'])}` });
+  endpoint(cluster: string): Promise<ControlPlaneEndpoint> {
+    return this.host.endpoint(cluster);
   }
 
   async route(cluster: string, machines: readonly string[]): Promise<void> {
