@@ -70,7 +70,9 @@ export class ComponentWatcher {
       names.map(async (name) => {
         const seen = this.healthyAt.get(name) ?? {};
         if (KUBERNETES_COMPONENTS.every((c) => seen[c] !== undefined)) return;
-        const health = await kubernetes.componentHealth(this.cluster, name);
+        // One machine not answering (still provisioning, going) leaves the others' readings alone.
+        const health = await kubernetes.componentHealth(this.cluster, name).catch(() => undefined);
+        if (health === undefined) return;
         const at = Date.now();
         for (const component of KUBERNETES_COMPONENTS) if (health[component].healthy) seen[component] ??= at;
         this.healthyAt.set(name, seen);
