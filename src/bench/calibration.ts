@@ -4,6 +4,7 @@ import type { SnapshotSource } from '../domain/machine.ts';
 import type { InfraProvider, MachineInfra } from '../ports/machine-provider.ts';
 import { tokenForLowMemberId } from '../cluster/member-id.ts';
 import { addRuleFor, type AddRule } from './critical-path-bound.ts';
+import { kubernetesSample, type KubernetesCalibrationWorld } from './kubernetes-calibration.ts';
 import { seconds } from './stats.ts';
 
 /**
@@ -55,6 +56,20 @@ export interface Calibration {
    * can send in all. On the lab with both directions limited, that is its uplink's rate.
    */
   leaderOutbound: { streams: number; bytesPerStream: number; seconds: number; bytesPerSecond: number } | null;
+  /**
+   * With the Kubernetes control plane (`bench --kubernetes`; absent in older results and etcd-only
+   * benches): on a machine whose member votes, kube-apiserver started to `/readyz` ok (`apiserver`),
+   * and controller-manager and scheduler started to both healthy (`controllers`); one cold sample,
+   * the warm ones, and the fastest of all, the bound's terms (kubernetes-calibration.ts).
+   */
+  kubernetes?: {
+    version: string;
+    coldSeconds: { apiserver: number; controllers: number };
+    apiserverSamplesSeconds: number[];
+    controllersSamplesSeconds: number[];
+    apiserverSeconds: number;
+    controllersSeconds: number;
+  };
 }
 
 export interface CalibrationWorld {
@@ -77,6 +92,8 @@ export interface CalibrationWorld {
     /** When the runs restore the keyspace: saves it as a snapshot where every machine can restore it. */
     save?: (endpoint: string) => Promise<SnapshotSource>;
   };
+  /** With the Kubernetes control plane: its components are timed on a 1-member cluster of their own, last. */
+  kubernetes?: Omit<KubernetesCalibrationWorld, 'cluster'>;
 }
 
 const POLL_MS = 20;
@@ -203,7 +220,7 @@ export async function joinSample(world: CalibrationWorld, ordinal: number, leade
  * One cold sample, then WARM_SAMPLES warm ones; `sample(i)` gets 0 for the cold one. A sample that gave
  * up (null) ends the sampling: the next would only wait out the same patience again.
  */
-async function sampled<T>(sample: (i: number) => Promise<T>): Promise<{ cold: T; warm: T[] }> {
+export async function sampled<T>(sample: (i: number) => Promise<T>): Promise<{ cold: T; warm: T[] }> {
   const cold = await sample(0);
   const warm: T[] = [];
   for (let i = 1; i <= WARM_SAMPLES && cold !== null && warm.at(-1) !== null; i++) warm.push(await sample(i));
@@ -275,7 +292,25 @@ export async function calibrate(world: CalibrationWorld): Promise<Calibration> {
       }),
     );
   }
+  let kubernetes: Calibration['kubernetes'];
+  if (world.kubernetes !== undefined) {
+    // Its own 1-member cluster, so the apiserver writes through a member that votes alone, as the
+    // init machine's does, and the joins above were timed without its objects to catch up.
+    const voter = await initSample(world, ++ordinal);
+    const on = { ...world.kubernetes, cluster: world.cluster };
+    const starts = await sampled(() => kubernetesSample(on, voter.infra.name));
+    const all = [starts.cold, ...starts.warm];
+    kubernetes = {
+      version: world.kubernetes.launch.version,
+      coldSeconds: starts.cold,
+      apiserverSamplesSeconds: starts.warm.map((s) => s.apiserver),
+      controllersSamplesSeconds: starts.warm.map((s) => s.controllers),
+      apiserverSeconds: Math.min(...all.map((s) => s.apiserver)),
+      controllersSeconds: Math.min(...all.map((s) => s.controllers)),
+    };
+  }
   return {
+    ...(kubernetes === undefined ? {} : { kubernetes }),
     version: world.version,
     addRule: addRuleFor(world.version),
     initSamplesSeconds: inits.warm,

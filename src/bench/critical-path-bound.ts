@@ -50,6 +50,12 @@ export interface BoundInputs {
   learnerLimit?: number;
   /** With a keyspace: each learner's snapshot and the leader's calibrated outbound rate; absent: no such term. */
   leaderSend?: { bytesPerLearner: number; bytesPerSecond: number };
+  /**
+   * With the Kubernetes control plane: each machine, once its member votes, starts its kube-apiserver
+   * (calibrated start to /readyz ok), and once that is ready and in the endpoint, its
+   * controller-manager and scheduler (calibrated start to both healthy); absent: an etcd-only bound.
+   */
+  kubernetes?: { apiserverSeconds: number; controllersSeconds: number };
 }
 
 export interface BoundJoin {
@@ -61,11 +67,25 @@ export interface BoundJoin {
   ruleWaitSeconds: number;
 }
 
+/** One machine's Kubernetes components on the bound's clock: kubeadm's stacked join after its member votes. */
+export interface BoundMachineComponents {
+  /** Index into readySeconds. */
+  machine: number;
+  voterAt: number;
+  apiserverReadyAt: number;
+  /** Controller-manager and scheduler healthy: the machine ready. */
+  readyAt: number;
+}
+
 export interface Bound {
+  /** Which design this bounds, in words: a bound says nothing of another design. */
+  design: string;
   seconds: number;
   /** When the init member serves; null when the run starts with voters. */
   initDoneAt: number | null;
   joins: BoundJoin[];
+  /** With the Kubernetes control plane: each machine's components, the init machine first. */
+  components?: BoundMachineComponents[];
 }
 
 const quorum = (members: number): number => Math.floor(members / 2) + 1;
@@ -86,11 +106,13 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
   const ready = inputs.readySeconds.map((at, machine) => ({ at, machine })).sort((a, b) => a.at - b.at);
   let freeAt = 0;
   let initDoneAt: number | null = null;
+  let initMachine: number | undefined;
   const connectedSince: number[] = Array.from({ length: Math.max(0, inputs.existingVoters - 1) }, () => -Infinity);
   if (inputs.existingVoters === 0) {
     const first = ready.shift();
-    if (first === undefined) return { seconds: 0, initDoneAt: null, joins: [] };
+    if (first === undefined) return { design: designOf(inputs), seconds: 0, initDoneAt: null, joins: [] };
     initDoneAt = first.at + inputs.initSeconds;
+    initMachine = first.machine;
     freeAt = initDoneAt;
   }
   const limit = Math.max(1, inputs.learnerLimit ?? 1);
@@ -121,7 +143,31 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
     freeAt = addAt;
     lastPromotedAt = promotedAt;
   }
-  return { seconds: round(lastPromotedAt), initDoneAt: initDoneAt === null ? null : round(initDoneAt), joins };
+  const base = { design: designOf(inputs), initDoneAt: initDoneAt === null ? null : round(initDoneAt), joins };
+  if (inputs.kubernetes === undefined) return { ...base, seconds: round(lastPromotedAt) };
+  const voters = [...(initMachine === undefined || initDoneAt === null ? [] : [{ machine: initMachine, voterAt: initDoneAt }]), ...joins.map((j) => ({ machine: j.machine, voterAt: j.promotedAt }))];
+  const components = kubernetesJoins(voters, inputs.kubernetes);
+  return { ...base, seconds: round(Math.max(lastPromotedAt, ...components.map((c) => c.readyAt))), components };
+}
+
+/**
+ * kubeadm's stacked join after the member votes, as the planner orders it (src/planner/components.ts):
+ * the apiserver starts on a voter, the endpoint takes it once /readyz answers, then the
+ * controller-manager and the scheduler start. Each machine's start-up overlaps the other joins, so it
+ * adds to the critical path only after the last vote; routing the endpoint is taken as free.
+ */
+function kubernetesJoins(voters: { machine: number; voterAt: number }[], costs: NonNullable<BoundInputs['kubernetes']>): BoundMachineComponents[] {
+  return voters.map(({ machine, voterAt }) => {
+    const apiserverReadyAt = voterAt + costs.apiserverSeconds;
+    return { machine, voterAt: round(voterAt), apiserverReadyAt: round(apiserverReadyAt), readyAt: round(apiserverReadyAt + costs.controllersSeconds) };
+  });
+}
+
+function designOf(inputs: BoundInputs): string {
+  const etcd = inputs.existingVoters === 0 ? 'the first ready machine initialised, every other member joining it as a learner that catches up from the leader' : 'learners joining the serving members and catching up from the leader';
+  return inputs.kubernetes === undefined
+    ? `etcd only: ${etcd}`
+    : `Kubernetes control plane, kubeadm's stacked topology: ${etcd}; on each machine once its member votes, kube-apiserver started, ready (/readyz), in the endpoint, then controller-manager and scheduler`;
 }
 
 /** The add rule of an etcd version, with etcd's own check on (`strict`) or off. */

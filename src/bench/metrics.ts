@@ -5,7 +5,9 @@ import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound
 import type { Calibration } from './calibration.ts';
 import { learnerSnapshotFromLog, logShowsSnapshot } from './etcd-log.ts';
 import { MEMBERSHIP_ACTIONS } from './membership.ts';
-import { milestonesAhead } from './milestones.ts';
+import { machineComponentTimes, machinePeakRss } from './component-metrics.ts';
+import type { WatchedComponents } from './component-watcher.ts';
+import { milestonesAhead, type ObservedMilestones } from './milestones.ts';
 import { promotionLatencyMs, type WatchedJoin } from './promotion-watcher.ts';
 import type { BenchMachine, Strategy, StrategyRun } from './result.ts';
 import { medianAndMax, ratio, seconds } from './stats.ts';
@@ -32,6 +34,8 @@ export interface RunEvidence {
   stages?: StrategyRun['stages'];
   linkBytes: StrategyRun['linkBytes'];
   loadAverage: number[];
+  /** With the Kubernetes control plane: what the component watcher saw. */
+  components?: WatchedComponents;
 }
 
 /** Successful membership changes, oldest first. */
@@ -72,7 +76,19 @@ function machineMetrics(record: MachineRecord, changes: EventRecord[], evidence:
     catchUpSeconds: add && promotedAt !== undefined ? seconds(promotedAt - (add.endedAt ?? add.at)) : null,
     receivedSnapshot: log === null ? null : logShowsSnapshot(log),
     snapshot: log !== null && add ? learnerSnapshotFromLog(log, add.endedAt ?? add.at) : null,
+    ...(evidence.components === undefined
+      ? {}
+      : { components: machineComponentTimes(record.name, evidence.events, evidence.components, t0), peakRssBytes: machinePeakRss(record.name, evidence.components) }),
   };
+}
+
+/** Each machine's apiserver seen ready, on the bound's clock (`shift`: the bound's start after the run's, in seconds). */
+function observedApiservers(machines: BenchMachine[], shift: number): NonNullable<ObservedMilestones['apiservers']> {
+  return machines.flatMap((m) => {
+    const c = m.components;
+    if (c?.apiserverReadySeconds == null) return [];
+    return [{ machine: m.name, readyAt: c.apiserverReadySeconds - shift, startToReadySeconds: c.apiserverStartSeconds === null ? null : seconds((c.apiserverReadySeconds - c.apiserverStartSeconds) * 1000) }];
+  });
 }
 
 /** First AddLearner sent to last PromoteLearner done: the phase parallel learners shorten; null without joins. */
@@ -96,6 +112,8 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
   const boundT0 = scale?.t0 ?? evidence.t0;
   const joining = scale === null ? records : records.filter((r) => r.role !== 'init');
   const withKeyspace = evidence.stages !== undefined || evidence.restored === true;
+  // The components' terms apply to a run that brought them up (the calibration timed them for it).
+  const kubernetes = evidence.components === undefined ? undefined : calibration.kubernetes;
   const inputs = {
     readySeconds: joining.flatMap((r) => {
       const readyAt = evidence.facts.get(r.name)?.readyAt;
@@ -114,6 +132,7 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     ...(withKeyspace && calibration.leaderOutbound !== null
       ? { leaderSend: { bytesPerLearner: calibration.leaderOutbound.bytesPerStream, bytesPerSecond: calibration.leaderOutbound.bytesPerSecond } }
       : {}),
+    ...(kubernetes === undefined ? {} : { kubernetes: { apiserverSeconds: kubernetes.apiserverSeconds, controllersSeconds: kubernetes.controllersSeconds } }),
   };
   const bound = criticalPathBound(inputs);
   const boundSeconds = seconds((upBound + bound.seconds) * 1000);
@@ -127,7 +146,8 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     initServingAt: servingAt.length === 0 ? null : onBoundClock(Math.min(...servingAt)),
     promotedAt: changes.filter((e) => e.action === 'PromoteLearner').map((e) => onBoundClock(e.endedAt ?? e.at)),
     catchUps: machines.flatMap((m) => (m.joinSeconds === null ? [] : [{ machine: m.name, seconds: m.joinSeconds }])),
-  });
+    ...(kubernetes === undefined ? {} : { apiservers: observedApiservers(machines, (boundT0 - evidence.t0) / 1000) }),
+  }, kubernetes?.apiserverSeconds);
   const latencies = machines.flatMap((m) => (m.promotionLatencySeconds === null ? [] : [m.promotionLatencySeconds]));
   const result: StrategyRun = {
     strategy: evidence.strategy,
@@ -149,5 +169,6 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     membership: changes.map((e) => ({ action: e.action ?? '', machine: e.machine ?? null, at: seconds(e.at - evidence.t0), endedAt: seconds((e.endedAt ?? e.at) - evidence.t0) })),
   };
   if (evidence.stages) result.stages = evidence.stages;
+  if (evidence.components) result.memory = { controlPlanePeakRssBytes: evidence.components.controlPlanePeakRssBytes, samples: evidence.components.samples, intervalMs: evidence.components.intervalMs };
   return result;
 }

@@ -14,6 +14,8 @@ export interface ObservedMilestones {
   promotedAt: number[];
   /** Each learner's AddLearner sent to PromoteLearner done. */
   catchUps: { machine: string; seconds: number }[];
+  /** With the Kubernetes control plane: each machine's kube-apiserver, when it was seen ready and how long from its start. */
+  apiservers?: { machine: string; readyAt: number; startToReadySeconds: number | null }[];
 }
 
 export interface MilestoneAhead {
@@ -32,21 +34,42 @@ const round = (s: number): number => Math.round(s * 1000) / 1000;
 
 /**
  * The milestones at which the run was earlier than its bound allows: the init serving, each learner's
- * catch-up (against the calibrated join), and the n-th promotion (against the bound's n-th).
+ * catch-up (against the calibrated join), the n-th promotion (against the bound's n-th) and, with the
+ * Kubernetes control plane, the n-th apiserver ready (against the bound's n-th) and each apiserver's
+ * start to ready (against the calibrated start, `apiserverSeconds`).
  */
-export function milestonesAhead(bound: Bound, joinSeconds: number, observed: ObservedMilestones): MilestoneAhead[] {
+export function milestonesAhead(bound: Bound, joinSeconds: number, observed: ObservedMilestones, apiserverSeconds?: number): MilestoneAhead[] {
   const ahead: MilestoneAhead[] = [];
   const check = (milestone: string, observedSeconds: number, boundSeconds: number): void => {
     if (observedSeconds < boundSeconds - MILESTONE_RESOLUTION_SECONDS) ahead.push({ milestone, observedSeconds: round(observedSeconds), boundSeconds: round(boundSeconds) });
   };
   if (bound.initDoneAt !== null && observed.initServingAt !== null) check('init serving', observed.initServingAt, bound.initDoneAt);
   for (const c of observed.catchUps) check(`${c.machine} catch-up`, c.seconds, joinSeconds);
-  const boundPromotions = bound.joins.map((j) => j.promotedAt).sort((a, b) => a - b);
-  [...observed.promotedAt]
-    .sort((a, b) => a - b)
-    .forEach((at, i) => {
-      const due = boundPromotions[i];
-      if (due !== undefined) check(`promotion ${String(i + 1)}`, at, due);
-    });
+  const inOrder = (name: string, times: number[], due: number[]): void => {
+    const sortedDue = [...due].sort((a, b) => a - b);
+    [...times]
+      .sort((a, b) => a - b)
+      .forEach((at, i) => {
+        const boundAt = sortedDue[i];
+        if (boundAt !== undefined) check(`${name} ${String(i + 1)}`, at, boundAt);
+      });
+  };
+  inOrder(
+    'promotion',
+    observed.promotedAt,
+    bound.joins.map((j) => j.promotedAt),
+  );
+  // Every machine's apiserver is ready no sooner than its vote plus the calibrated start, so the n-th
+  // one ready comes no sooner than the bound's n-th (the machines need not be the same ones).
+  if (observed.apiservers !== undefined && bound.components !== undefined) {
+    inOrder(
+      'apiserver ready',
+      observed.apiservers.map((a) => a.readyAt),
+      bound.components.map((c) => c.apiserverReadyAt),
+    );
+    if (apiserverSeconds !== undefined) {
+      for (const a of observed.apiservers) if (a.startToReadySeconds !== null) check(`${a.machine} apiserver start`, a.startToReadySeconds, apiserverSeconds);
+    }
+  }
   return ahead;
 }

@@ -8,6 +8,8 @@ import type { LearnerSnapshot } from './etcd-log.ts';
 import type { HostInfo } from './host-info.ts';
 import type { MilestoneAhead } from './milestones.ts';
 import type { LinkBytes } from './network-lab.ts';
+import type { MachineComponentTimes } from './component-metrics.ts';
+import type { ComponentKind } from '../ports/machine-provider.ts';
 
 /**
  * How a keyspace gets into the first member: `scale-up` writes it into a 1-member cluster, then
@@ -59,6 +61,10 @@ export interface BenchMachine {
   receivedSnapshot: boolean | null;
   /** How the received snapshot went, from the member's own log; null without one. */
   snapshot: LearnerSnapshot | null;
+  /** With the Kubernetes control plane: its components' starts and first healthy answers (absent on etcd-only benches). */
+  components?: MachineComponentTimes;
+  /** With the Kubernetes control plane: peak resident memory (VmRSS) per process of the machine, etcd included, in bytes. */
+  peakRssBytes?: Partial<Record<ComponentKind, number>>;
 }
 
 /** With --preload: learner catch-up against copying the same bytes over a loopback TCP socket. */
@@ -118,6 +124,12 @@ export interface StrategyRun {
   /** First AddLearner sent to last PromoteLearner done; null without joins. */
   joinPhaseSeconds: number | null;
   membership: BenchEvent[];
+  /**
+   * With the Kubernetes control plane: the peak, over the samples, of the resident memory (VmRSS of
+   * /proc/PID/status) of every recorded process of every machine summed (members and components; the
+   * endpoint's HAProxy not counted), sampled every `intervalMs` during the run.
+   */
+  memory?: { controlPlanePeakRssBytes: number; samples: number; intervalMs: number };
 }
 
 export interface BenchRun {
@@ -172,7 +184,7 @@ export interface BenchResult extends BenchFigures {
    * `hostBandwidth`: each host's link on the network lab; null (or absent, in older results) on
    * loopback. `linkLimit`: which directions it limits (absent in older results: inbound only).
    */
-  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; method?: BenchMethod; modes: Strategy[]; hostBandwidth?: string | null; linkLimit?: LinkLimit | null };
+  settings: { replicas: number; provisioningDelay: string; version: string; runs: number; preloadBytes: number | null; method?: BenchMethod; modes: Strategy[]; hostBandwidth?: string | null; linkLimit?: LinkLimit | null; kubernetes?: string | null };
   /** The headline figures above are these medians over runs. */
   medians: BenchFigures;
   /** Per strategy run (`--modes`), the same figures side by side. */

@@ -10,13 +10,15 @@ import { sha256OfFile } from '../adapters/state-files.ts';
 import type { MachineFacts, MachineProvider } from '../ports/machine-provider.ts';
 import type { EventRecord, MachineRecord, SnapshotSource } from '../domain/machine.ts';
 import type { Convergence } from '../reconciler/converge.ts';
-import { calibrate, type Calibration } from './calibration.ts';
+import { calibrate, type Calibration, type CalibrationWorld } from './calibration.ts';
 import type { LinkLimit } from './bench-lab.ts';
 import { hostInfo, loadAverage } from './host-info.ts';
 import type { LinkBytes } from './network-lab.ts';
 import { summarizeRun, type RunEvidence } from './metrics.ts';
 import { preloadKeys, summarizePreload } from './preload.ts';
 import { PromotionWatcher } from './promotion-watcher.ts';
+import { ComponentWatcher } from './component-watcher.ts';
+import type { ComponentPids } from './process-memory.ts';
 import type { BenchFigures, BenchMethod, BenchResult, BenchRun, ModeFigures, Strategy, StrategyRun } from './result.ts';
 import { medianSeconds, ratio, seconds } from './stats.ts';
 
@@ -41,6 +43,8 @@ export interface BenchOptions {
   /** Which directions of each host's link the lab limits; both unless --asymmetric-lab. */
   linkLimit: LinkLimit;
   method: BenchMethod;
+  /** `--kubernetes`: every machine runs the Kubernetes control plane of this version; undefined: etcd only. */
+  kubernetes: string | undefined;
   /** Tests only: a calibration taken as given instead of measured (no keyspace, so no snapshot to restore). */
   calibration?: Calibration;
 }
@@ -62,6 +66,8 @@ export interface SpecFields {
   maxLearners?: 'auto' | number;
   provisioningDelay?: string;
   version?: string;
+  /** spec.kubernetes.version */
+  kubernetes?: string;
 }
 
 /** What the bench needs from the CLI: a private state dir's specs, reconciles, records and provider. */
@@ -80,6 +86,8 @@ export interface BenchHost {
   restore(manifest: ControlPlane, snapshot: SnapshotSource): Promise<void>;
   /** On a lab: the bytes each host has sent and received over its link so far, by address; null on loopback. */
   linkBytes(): Map<string, LinkBytes> | null;
+  /** The PIDs of a machine's member and components, as its provider recorded them; empty where they cannot be read. */
+  componentPids(cluster: string, machine: string): ComponentPids;
 }
 
 export class BenchRunFailed extends Error {
@@ -115,8 +123,8 @@ async function streamedBytes(stream: (sink: Writable) => Promise<void>): Promise
 }
 
 /** `learnersAtOnce`: the most learners a run's leader may feed at once, the readers its outbound rate is measured with. */
-async function calibration(host: BenchHost, version: string, keyspaceBytes: number | undefined, learnersAtOnce: number, onSnapshot?: (snapshot: SnapshotSource) => void): Promise<Calibration> {
-  const manifest = await host.manifest({ name: 'bench-calibration', replicas: 1, provisioningDelay: '0s', version });
+async function calibration(host: BenchHost, version: string, kubernetes: string | undefined, keyspaceBytes: number | undefined, learnersAtOnce: number, onSnapshot?: (snapshot: SnapshotSource) => void): Promise<Calibration> {
+  const manifest = await host.manifest({ name: 'bench-calibration', replicas: 1, provisioningDelay: '0s', version, ...(kubernetes === undefined ? {} : { kubernetes }) });
   const admin = ownClient(host, manifest);
   const provider = host.provider(manifest);
   const tls = provider.clientTls(manifest.metadata.name);
@@ -143,12 +151,21 @@ async function calibration(host: BenchHost, version: string, keyspaceBytes: numb
               }),
         };
   try {
-    return await calibrate({ provider, admin, cluster: manifest.metadata.name, version, ...(keyspace === undefined ? {} : { keyspace }) });
+    const components = kubernetesWorld(manifest, provider);
+    return await calibrate({ provider, admin, cluster: manifest.metadata.name, version, ...(keyspace === undefined ? {} : { keyspace }), ...(components === undefined ? {} : { kubernetes: components }) });
   } finally {
     await maintenance.close();
     await admin.close();
     await provider.destroyCluster(manifest.metadata.name);
   }
+}
+
+/** The provider's Kubernetes machines and the spec's launch, when the spec runs the Kubernetes control plane. */
+function kubernetesWorld(manifest: ControlPlane, provider: MachineProvider): NonNullable<CalibrationWorld['kubernetes']> | undefined {
+  const spec = manifest.spec.kubernetes;
+  if (spec === undefined) return undefined;
+  if (provider.kubernetes === undefined) throw new InvalidInputError([`--kubernetes: the ${manifest.spec.provider.name} provider does not run Kubernetes components`]);
+  return { machines: provider.kubernetes, launch: { version: spec.version, ...(spec.binaries === undefined ? {} : { binaries: spec.binaries }) } };
 }
 
 /** Each mode as spec fields: guarded swaps etcd's add rule for fastplane's checks, learners lifts the one-learner gate. */
@@ -164,13 +181,23 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
   const name = `bench-${String(run)}-${strategy}`;
   const modeFields = MODE_FIELDS[strategy];
   const scaleUp = options.preloadBytes !== undefined && snapshot === undefined;
-  const spec: SpecFields = { name, ...modeFields, replicas: scaleUp ? 1 : options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) };
+  const spec: SpecFields = { name, ...modeFields, replicas: scaleUp ? 1 : options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }), ...(options.kubernetes === undefined ? {} : { kubernetes: options.kubernetes }) };
   let manifest = await host.manifest(spec);
   active.add(manifest);
   const provider = host.provider(manifest);
   const admin = ownClient(host, manifest);
   const watcher = new PromotionWatcher(admin, async () => (await provider.machineFacts(name)).map((m) => m.clientURL));
   watcher.start();
+  const components =
+    options.kubernetes === undefined
+      ? undefined
+      : new ComponentWatcher(
+          name,
+          provider.kubernetes,
+          async () => (await provider.machineFacts(name)).map((m) => m.name),
+          (machine) => host.componentPids(name, machine),
+        );
+  components?.start();
   const bytesBefore = host.linkBytes();
   try {
     // Method restore: the whole bring-up is timed, every machine provisioned at once (serial: in turn)
@@ -199,6 +226,7 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
       stages = { upSeconds: seconds(up.settledAt - up.startedAt), preloadSeconds: seconds(preloadMs), preloadKeys: keys, dbSizeBytes: dbSize, scaleSeconds: seconds(last.settledAt - last.startedAt) };
     }
     const watched = await watcher.stop();
+    const watchedComponents = await components?.stop();
     const { machines, events } = await host.records(name);
     const facts = new Map<string, MachineFacts>((await provider.machineFacts(name)).map((m) => [m.name, m]));
     const evidence: RunEvidence = {
@@ -217,10 +245,12 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
       ...(stages === undefined ? {} : { stages }),
       linkBytes: bytesSince(bytesBefore, host.linkBytes(), facts),
       loadAverage: loadAverage(),
+      ...(watchedComponents === undefined ? {} : { components: watchedComponents }),
     };
     return summarizeRun(evidence, cal);
   } finally {
     await watcher.stop();
+    await components?.stop();
     await admin.close();
     await host.destroy(manifest);
     active.delete(manifest);
@@ -296,12 +326,14 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
   const startedAt = new Date();
   const host0 = hostInfo();
   // The spec every run uses, checked (and its etcd binary found) before any machine exists.
-  const version = (await host.manifest({ name: 'bench', replicas: options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }) })).spec.version;
+  const version = (
+    await host.manifest({ name: 'bench', replicas: options.replicas, provisioningDelay: options.provisioningDelay, ...(options.version === undefined ? {} : { version: options.version }), ...(options.kubernetes === undefined ? {} : { kubernetes: options.kubernetes }) })
+  ).spec.version;
   if (compareVersions(version, '3.6.0') < 0 && options.modes.some((m) => MODE_FIELDS[m].maxLearners === 'auto')) {
     throw new InvalidInputError([`--modes: learners and guarded-learners need etcd 3.6 or later (--max-learners), got version ${version}`]);
   }
   progress(
-    `calibrating init and join on etcd ${version}${options.preloadBytes === undefined ? '' : `, and a join with the ${String(options.preloadBytes)}-byte keyspace to catch up`}${options.method === 'restore' ? ', and a start restoring its snapshot' : ''}`,
+    `calibrating init and join on etcd ${version}${options.kubernetes === undefined ? '' : `, and the start of Kubernetes ${options.kubernetes}'s components on a voter`}${options.preloadBytes === undefined ? '' : `, and a join with the ${String(options.preloadBytes)}-byte keyspace to catch up`}${options.method === 'restore' ? ', and a start restoring its snapshot' : ''}`,
   );
   let snapshot: SnapshotSource | undefined;
   const saveSnapshot =
@@ -311,7 +343,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
         }
       : undefined;
   if (options.calibration !== undefined && options.preloadBytes !== undefined) throw new InvalidInputError(['a given calibration is for benches without a keyspace']);
-  const cal = options.calibration ?? (await calibration(host, version, options.preloadBytes, options.replicas - 1, saveSnapshot));
+  const cal = options.calibration ?? (await calibration(host, version, options.kubernetes, options.preloadBytes, options.replicas - 1, saveSnapshot));
   if (options.method === 'restore' && snapshot === undefined) throw new Error('the calibration saved no keyspace snapshot for the restore method');
   const runs: BenchRun[] = [];
   for (let run = 1; run <= options.runs; run++) {
@@ -340,7 +372,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     startedAt: startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     host: host0,
-    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, method: options.method, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null, linkLimit: options.hostBandwidth === undefined ? null : options.linkLimit },
+    settings: { replicas: options.replicas, provisioningDelay: options.provisioningDelay, version, runs: options.runs, preloadBytes: options.preloadBytes ?? null, method: options.method, modes: options.modes, hostBandwidth: options.hostBandwidth ?? null, linkLimit: options.hostBandwidth === undefined ? null : options.linkLimit, kubernetes: options.kubernetes ?? null },
     medians: headline,
     modes,
     calibration: cal,

@@ -217,6 +217,7 @@ export function buildProgram(): Command {
       'serial,parallel,guarded',
     )
     .option('--version <version>', 'etcd version, e.g. 3.4.23')
+    .option('--kubernetes <version>', 'every machine also runs the Kubernetes control plane of this version (kube-apiserver, controller-manager, scheduler), e.g. 1.36.3; a run converges once every component is ready')
     .option('--method <method>', 'with --keyspace: scale-up (one member, the keys written, then the rest join; the writes not timed) or restore (all machines at once, the first restoring the keyspace snapshot)', 'scale-up')
     .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host sending and receiving at most this rate (tc tbf each way), e.g. 100mbit')
     .option('--sweep', 'a bench per combination of the comma-separated --host-bandwidth (a rate or unlimited), --keyspace (0: none) and --provisioning-delay values; a JSON per cell and a summary')

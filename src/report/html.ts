@@ -1,10 +1,11 @@
 import { formatDuration } from '../api/duration.ts';
 import type { BenchResult, Strategy, StrategyRun } from '../bench/result.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../domain/machine.ts';
-import { buildTimeline, type Row, type Timeline, type TimelineEvent, type TimelineMachine } from './timeline.ts';
+import { buildTimeline, type ComponentBar, type Row, type Timeline, type TimelineEvent, type TimelineMachine } from './timeline.ts';
+import type { MachineComponentTimes } from '../bench/component-metrics.ts';
 import type { SweepSummary } from '../bench/sweep.ts';
 import { renderSweepSvg } from './sweep-svg.ts';
-import { CATEGORIES, escapeHtml, legendHtml, px, renderTimelineSvg } from './timeline-svg.ts';
+import { CATEGORIES, COMPONENT_BARS, componentLegendHtml, escapeHtml, legendHtml, px, renderTimelineSvg } from './timeline-svg.ts';
 
 /**
  * `fastplane report`'s HTML: one self-contained file (inline CSS and SVG, no script, nothing
@@ -30,6 +31,7 @@ svg .squeezed rect { fill: #f3f4f6; } svg .squeezed text { font-style: italic; }
 svg .refusal { stroke: #9ca3af; stroke-width: 1; }
 svg .bar.open { opacity: 0.85; }
 ${CATEGORIES.map((c) => `svg .bar.${c.category} { fill: ${c.color}; }`).join('\n')}
+${COMPONENT_BARS.map((c) => `svg .component.${c.kind} { fill: ${c.color}; }`).join('\n')}
 .legend { display: flex; flex-wrap: wrap; gap: 4px 16px; list-style: none; padding: 0; margin: 8px 0 0; font-size: 12px; color: #374151; }
 .legend li { display: flex; align-items: center; gap: 6px; }
 table { border-collapse: collapse; font-size: 12px; } th, td { border-bottom: 1px solid #e5e7eb; padding: 3px 10px 3px 0; text-align: right; }
@@ -66,7 +68,27 @@ function timelineOfRun(run: StrategyRun, end: number): Timeline {
     message: `${e.action}${e.machine === null ? '' : ` ${e.machine}`}`,
     ...(e.machine === null ? {} : { machine: e.machine }),
   }));
-  return { ...buildTimeline(machines, events, { end }), start: 0 };
+  const timeline = { ...buildTimeline(machines, events, { end }), start: 0 };
+  const components = new Map(run.machines.flatMap((m) => (m.components === undefined ? [] : [[m.name, componentBars(m.components, end)] as const])));
+  return {
+    ...timeline,
+    rows: timeline.rows.map((row) => {
+      const bars = components.get(row.name);
+      return bars === undefined ? row : { ...row, components: bars };
+    }),
+  };
+}
+
+/** A bench machine's component times (seconds) as bars (ms): each start to its ready, open to `end` when never seen ready. */
+function componentBars(c: MachineComponentTimes, end: number): ComponentBar[] {
+  const bars: ComponentBar[] = [];
+  const push = (kind: ComponentBar['kind'], from: number | null, to: number | null): void => {
+    if (from !== null) bars.push({ kind, start: from * 1000, end: to === null ? end : to * 1000, open: to === null });
+  };
+  push('apiserver', c.apiserverStartSeconds, c.apiserverReadySeconds);
+  if (c.apiserverReadySeconds !== null) bars.push({ kind: 'apiserver-ready', start: c.apiserverReadySeconds * 1000, end, open: true });
+  push('controllers', c.controllersStartSeconds, c.controllersReadySeconds);
+  return bars;
 }
 
 /** Bar colours per mode: serial (KCP's order), parallel, parallel with fastplane's guard, and both with parallel learners. */
@@ -105,6 +127,7 @@ function comparisonHtml(bench: BenchResult): string {
     timelines = shown
       .map(({ strategy, run }) => `<h3>run 1, ${strategy}: ${fmt(run.seconds)} s</h3>${renderTimelineSvg(timelineOfRun(run, end), { squeezeIdle: false, id: `bench-${strategy}` })}`)
       .join('');
+    if (shown.some(({ run }) => run.machines.some((m) => m.components !== undefined))) timelines += componentLegendHtml();
   }
   const runRows = bench.runs
     .map((r) => `<tr><td>${String(r.run)}</td><td>${r.order.join(', ')}</td>${modes.map(({ mode }) => `<td>${fmt(r[mode]?.seconds ?? null)} / ${fmt(r[mode]?.boundSeconds ?? null)}</td>`).join('')}</tr>`)

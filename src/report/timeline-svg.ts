@@ -1,5 +1,5 @@
 import { formatDuration } from '../api/duration.ts';
-import { IDLE_GAP_MS, type Category, type Marker, type Timeline } from './timeline.ts';
+import { IDLE_GAP_MS, type Category, type ComponentBar, type ComponentBarKind, type Marker, type Timeline } from './timeline.ts';
 
 /** The timeline drawn as inline SVG (no script, nothing fetched), with its legend. */
 
@@ -12,6 +12,12 @@ export const CATEGORIES: { category: Category; label: string; color: string }[] 
   { category: 'deleting', label: 'deleting', color: '#e8735a' },
   { category: 'failed', label: 'failed', color: '#9b1c1c' },
   { category: 'history', label: 'removed machine before it joined (phases no longer on record)', color: '#d4d4d8' },
+];
+
+export const COMPONENT_BARS: { kind: ComponentBarKind; label: string; color: string }[] = [
+  { kind: 'apiserver', label: 'kube-apiserver starting (started, until /readyz ok)', color: '#d97706' },
+  { kind: 'apiserver-ready', label: 'kube-apiserver ready', color: '#fcd34d' },
+  { kind: 'controllers', label: 'controller-manager and scheduler starting (until both healthy)', color: '#7c3aed' },
 ];
 
 const ACTION_COLORS: Record<string, string> = {
@@ -124,6 +130,8 @@ const CHART_WIDTH = 1120;
 const ROW_HEIGHT = 26;
 const BAR_HEIGHT = 14;
 const AXIS_HEIGHT = 26;
+/** Component bars: a thin strip under the member's bar, inside the row. */
+const COMPONENT_BAR_HEIGHT = 4;
 
 function diamond(cx: number, cy: number, r: number): string {
   return `${px(cx)},${px(cy - r)} ${px(cx + r)},${px(cy)} ${px(cx)},${px(cy + r)} ${px(cx - r)},${px(cy)}`;
@@ -141,6 +149,23 @@ function markerSvg(marker: Marker, scale: TimeScale, cy: number, start: number):
   const span = scale.x(marker.endedAt) - x;
   const line = span >= 2 ? `<line x1="${px(x)}" x2="${px(x + span)}" y1="${px(cy)}" y2="${px(cy)}" stroke="${color}" stroke-width="2"/>` : '';
   return `<g class="marker" data-action="${escapeHtml(marker.action)}">${line}<polygon points="${diamond(x, cy, 5)}" fill="${color}" stroke="#fff" stroke-width="1"/>${title}</g>`;
+}
+
+function componentBarSvg(machine: string, bar: ComponentBar, scale: TimeScale, top: number, start: number): string {
+  const x = scale.x(bar.start);
+  const width = Math.max(1, scale.x(bar.end) - x);
+  const label = COMPONENT_BARS.find((c) => c.kind === bar.kind)?.label ?? bar.kind;
+  const took = bar.open ? `${offset(bar.end - bar.start)} so far` : offset(bar.end - bar.start);
+  return (
+    `<rect class="component ${bar.kind}${bar.open ? ' open' : ''}" data-component="${bar.kind}" x="${px(x)}" y="${px(top)}" width="${px(width)}" height="${String(COMPONENT_BAR_HEIGHT)}">` +
+    `<title>${escapeHtml(`${machine}: ${label}, +${offset(bar.start - start)} for ${took}`)}</title></rect>`
+  );
+}
+
+/** The legend of the component bars, for timelines that have them. */
+export function componentLegendHtml(): string {
+  const items = COMPONENT_BARS.map((c) => `<li data-legend="${c.kind}"><svg width="22" height="6"><rect class="component ${c.kind}" width="22" height="6"/></svg>${escapeHtml(c.label)}</li>`);
+  return `<ul class="legend">${items.join('')}</ul>`;
 }
 
 /** The timeline as one SVG: time axis, a cluster-wide membership row, then one row per machine. */
@@ -185,6 +210,7 @@ export function renderTimelineSvg(timeline: Timeline, options: { squeezeIdle: bo
           `<title>${escapeHtml(`${row.name}: ${s.category}, +${offset(s.start - timeline.start)} for ${took}`)}</title></rect>`,
       );
     }
+    for (const bar of row.components ?? []) parts.push(componentBarSvg(row.name, bar, scale, cy + BAR_HEIGHT / 2 + 1, timeline.start));
     for (const marker of row.markers) parts.push(markerSvg(marker, scale, cy, timeline.start));
     parts.push('</g>');
   });

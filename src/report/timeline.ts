@@ -39,8 +39,25 @@ export interface Marker {
   message: string;
 }
 
+/**
+ * A Kubernetes component's bar under its machine's member bar: kube-apiserver from its start to its
+ * first `/readyz` ok (`apiserver`), then ready (`apiserver-ready`); controller-manager and scheduler
+ * from their start to both healthy (`controllers`).
+ */
+export type ComponentBarKind = 'apiserver' | 'apiserver-ready' | 'controllers';
+
+export interface ComponentBar {
+  kind: ComponentBarKind;
+  start: number;
+  end: number;
+  /** Not seen ready when the timeline ends. */
+  open: boolean;
+}
+
 export interface Row {
   name: string;
+  /** With the Kubernetes control plane: its components' bars (bench runs). */
+  components?: ComponentBar[];
   /** Known only from the event log: the machine's record is gone (scaled down, replaced). */
   removed: boolean;
   segments: Segment[];

@@ -54,3 +54,10 @@ test('--method: scale-up (the default) or restore, which needs --keyspace', () =
   assert.throws(() => parseBenchFlags(flags({ method: 'restore' })), /--method restore: give --keyspace/);
   assert.throws(() => parseBenchFlags(flags({ keyspace: '16MiB', method: 'snapshot' })), /--method: must be scale-up or restore, got snapshot/);
 });
+
+test('--kubernetes: passed on as the version the runs bring up; not with the network lab or a keyspace', () => {
+  assert.equal(parseBenchFlags(flags({ kubernetes: '1.36.3' })).kubernetes, '1.36.3');
+  assert.equal(parseBenchFlags(flags()).kubernetes, undefined);
+  assert.throws(() => parseBenchFlags(flags({ kubernetes: '1.36.3', hostBandwidth: '100mbit' })), /--kubernetes: not with --host-bandwidth/);
+  assert.throws(() => parseBenchFlags(flags({ kubernetes: '1.36.3', keyspace: '1MiB' })), /--kubernetes: not with --keyspace/);
+});

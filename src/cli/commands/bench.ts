@@ -9,6 +9,7 @@ import { BenchRunFailed, runBench, type BenchHost, type BenchOptions } from '../
 import { prepareWorkDir, stopOnSignal } from '../../bench/work-dir.ts';
 import { BenchLab, benchLabNumber, isTcRate, UNLIMITED, type LinkLimit } from '../../bench/bench-lab.ts';
 import { memberLog } from '../../bench/etcd-log.ts';
+import { localComponentPids } from '../../bench/process-memory.ts';
 import { NetLabError } from '../../bench/network-lab.ts';
 import { startRestore } from '../../app/restore.ts';
 import { destroyUnderLease } from '../../app/teardown.ts';
@@ -44,6 +45,8 @@ export interface BenchFlags {
   sweep?: boolean;
   /** How the keyspace gets into the first member: scale-up (default) or restore. */
   method?: string;
+  /** Every machine runs the Kubernetes control plane of this version (validated as `up --kubernetes`). */
+  kubernetes?: string;
 }
 
 const STRATEGIES: readonly Strategy[] = ['serial', 'parallel', 'guarded', 'learners', 'guarded-learners'];
@@ -104,6 +107,9 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
   const method = flags.method ?? 'scale-up';
   if (method !== 'scale-up' && method !== 'restore') problems.push(`--method: must be scale-up or restore, got ${method}`);
   else if (method === 'restore' && keyspace === undefined) problems.push('--method restore: give --keyspace, the keyspace the bring-up restores');
+  // The components run on the local provider only, and a keyspace's catch-up is timed without them.
+  if (flags.kubernetes !== undefined && flags.hostBandwidth !== undefined) problems.push('--kubernetes: not with --host-bandwidth (the network lab\'s ssh provider runs no Kubernetes components)');
+  if (flags.kubernetes !== undefined && keyspace !== undefined) problems.push(`--kubernetes: not with ${keyspaceFlag} (the calibration times a keyspace's catch-up without the components)`);
   if (flags.output !== 'json' && flags.output !== 'table') problems.push(`-o: must be json or table, got ${flags.output}`);
   let timeoutMs = 0;
   try {
@@ -113,7 +119,7 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     problems.push(...error.problems);
   }
   if (problems.length > 0) throw new InvalidInputError(problems);
-  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, linkLimit: flags.hostBandwidth === UNLIMITED ? 'none' : flags.asymmetricLab === true ? 'inbound-only' : 'both-directions', method: method === 'restore' ? 'restore' : 'scale-up', output: flags.output === 'json' ? 'json' : 'table' };
+  return { replicas, provisioningDelay: flags.provisioningDelay, preloadBytes, runs, version: flags.version, timeoutMs, modes, hostBandwidth: flags.hostBandwidth, linkLimit: flags.hostBandwidth === UNLIMITED ? 'none' : flags.asymmetricLab === true ? 'inbound-only' : 'both-directions', method: method === 'restore' ? 'restore' : 'scale-up', kubernetes: flags.kubernetes, output: flags.output === 'json' ? 'json' : 'table' };
 }
 
 /**
@@ -141,6 +147,7 @@ function hostOf(ctx: CliContext, lab: BenchLab | undefined): BenchHost {
       if (!started.ok) throw new Error(`bench: restore of ${manifest.metadata.name} not recorded: ${'blocked' in started ? started.blocked : started.backupFailed.message}`);
     },
     linkBytes: () => lab?.linkBytes() ?? null,
+    componentPids: (cluster, machine) => (lab === undefined ? localComponentPids(ctx.stateDir, cluster, machine) : {}),
   };
 }
 
@@ -159,14 +166,21 @@ function modelErrorText(result: BenchResult): string {
 
 const fmt = (n: number | null, digits = 2): string => (n === null ? '-' : n.toFixed(digits));
 
+const MIB = 1024 ** 2;
+const mib = (bytes: number | undefined): string => (bytes === undefined ? '-' : (bytes / MIB).toFixed(0));
+
 function machineTable(run: StrategyRun): string {
-  return renderTable(
-    [
-      ['MACHINE', 'ROLE', 'READY', 'PROVISIONING', 'AT GATE', 'JOIN', 'PROMOTION LATENCY'],
-      ...run.machines.map((m) => [m.name, m.role ?? '-', fmt(m.readySeconds), fmt(m.provisioningSeconds), fmt(m.gateSeconds), fmt(m.joinSeconds), fmt(m.promotionLatencySeconds, 3)]),
-    ],
-    { right: [2, 3, 4, 5, 6] },
-  );
+  const kubernetes = run.memory !== undefined;
+  const head = ['MACHINE', 'ROLE', 'READY', 'PROVISIONING', 'AT GATE', 'JOIN', 'PROMOTION LATENCY', ...(kubernetes ? ['APISERVER START', 'READY', 'ALL READY', 'RSS MiB etcd/apiserver/cm/sched'] : [])];
+  const rows = run.machines.map((m) => {
+    const c = m.components;
+    const rss = m.peakRssBytes ?? {};
+    const components = kubernetes
+      ? [fmt(c?.apiserverStartSeconds ?? null), fmt(c?.apiserverReadySeconds ?? null), fmt(c?.controllersReadySeconds ?? null), [rss.etcd, rss['kube-apiserver'], rss['kube-controller-manager'], rss['kube-scheduler']].map(mib).join('/')]
+      : [];
+    return [m.name, m.role ?? '-', fmt(m.readySeconds), fmt(m.provisioningSeconds), fmt(m.gateSeconds), fmt(m.joinSeconds), fmt(m.promotionLatencySeconds, 3), ...components];
+  });
+  return renderTable([head, ...rows], { right: Array.from({ length: head.length - 2 }, (_, i) => i + 2) });
 }
 
 function renderResult(result: BenchResult): string {
@@ -176,9 +190,9 @@ function renderResult(result: BenchResult): string {
   const runRows = result.runs.map((r) => [String(r.run), r.order.join(','), ...s.modes.flatMap((mode) => [fmt(r[mode]?.seconds ?? null), fmt(r[mode]?.boundSeconds ?? null)]), fmt(r.speedup), fmt(r.efficiency, 3)]);
   const runColumns = s.modes.flatMap((mode) => [`${mode.toUpperCase()} s`, 'BOUND s']);
   const lines = [
-    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, keyspace ${String(s.preloadBytes)} bytes${s.method === 'restore' ? ' restored by the first member' : ''}`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${labLink(s.hostBandwidth, s.linkLimit)}`}`,
+    `fastplane bench: ${String(s.replicas)} replicas, provisioning ${s.provisioningDelay}, etcd ${s.version}${s.kubernetes == null ? '' : `, Kubernetes ${s.kubernetes}`}, ${String(s.runs)} run(s)${s.preloadBytes === null ? '' : `, keyspace ${String(s.preloadBytes)} bytes${s.method === 'restore' ? ' restored by the first member' : ''}`}${s.hostBandwidth == null ? ', loopback' : `, network lab, ${labLink(s.hostBandwidth, s.linkLimit)}`}`,
     `host: ${String(result.host.cpus)} x ${result.host.cpuModel}, ${String(result.host.memoryGiB)} GiB, ${result.host.os}, node ${result.host.node}, load ${result.host.loadAverage.join(' ')}`,
-    `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s${c.restoreSeconds == null ? '' : ` (${fmt(c.restoreSeconds, 3)} s restoring the keyspace)`}, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}${c.leaderOutbound == null ? '' : `, leader sends ${fmt(c.leaderOutbound.bytesPerSecond / 1e6, 1)} MB/s to ${String(c.leaderOutbound.streams)} readers`}; add rule ${c.addRule}`,
+    `calibration (fastest of ${String(c.initSamplesSeconds.length)}): init ${fmt(c.initSeconds, 3)} s${c.restoreSeconds == null ? '' : ` (${fmt(c.restoreSeconds, 3)} s restoring the keyspace)`}, join ${fmt(c.joinSeconds, 3)} s${c.catchUpSeconds === null ? '' : `, join with the keyspace to catch up ${fmt(c.catchUpSeconds, 3)} s`}${c.leaderOutbound == null ? '' : `, leader sends ${fmt(c.leaderOutbound.bytesPerSecond / 1e6, 1)} MB/s to ${String(c.leaderOutbound.streams)} readers`}; add rule ${c.addRule}${c.kubernetes === undefined ? '' : `; Kubernetes ${c.kubernetes.version}: apiserver start to /readyz ${fmt(c.kubernetes.apiserverSeconds, 3)} s, controller-manager and scheduler ${fmt(c.kubernetes.controllersSeconds, 3)} s`}`,
     '',
     renderTable([['MODE', 'SECONDS', 'BOUND s', 'EFFICIENCY', 'SPEEDUP', 'REFUSALS', 'PROMOTION MEDIAN s', 'MAX s'], ...modeRows], { right: [1, 2, 3, 4, 5, 6, 7] }),
     '',
@@ -196,7 +210,10 @@ function renderResult(result: BenchResult): string {
   }
   for (const strategy of s.modes) {
     const run = result.runs[0]?.[strategy];
-    if (run) lines.push('', `run 1, ${strategy} (seconds from the start; ready = the provider's own ready time; join = AddLearner sent to PromoteLearner done):`, machineTable(run));
+    if (run) {
+      lines.push('', `run 1, ${strategy} (seconds from the start; ready = the provider's own ready time; join = AddLearner sent to PromoteLearner done):`, machineTable(run));
+      if (run.memory) lines.push(`control plane peak RSS ${mib(run.memory.controlPlanePeakRssBytes)} MiB (every member and component summed, ${String(run.memory.samples)} samples every ${String(run.memory.intervalMs)} ms)`);
+    }
   }
   return lines.join('\n');
 }
