@@ -16,18 +16,23 @@ interface Receiver {
 }
 
 /**
- * Learners receiving their snapshot now: started, answering nothing yet, their data dir grown since
- * the baseline and within the last RECEIVE_QUIET_MS; oldest first. One that answers has its snapshot
- * in and is applying, and one whose data dir stopped growing takes nothing from the leader's uplink.
+ * Learners receiving their snapshot now, oldest first: started (named, its data dir read), answering
+ * nothing yet, and their data dir read first or grown within the last RECEIVE_QUIET_MS. One just
+ * started counts before it grows, even before its first reading is recorded: its snapshot begins
+ * within a pass or two, and another add meanwhile would start beside it unmeasured. One that answers
+ * has its snapshot in and is applying, and one whose data dir stays still takes nothing from the
+ * leader's uplink.
  */
 function receivers(view: ClusterView): Receiver[] {
   const found = view.learners.flatMap((learner): Receiver[] => {
     const machine = view.machineOf(learner);
-    const progress = machine?.record.learnerProgress;
-    const since = progress?.receive?.since;
-    if (!machine || !progress?.receive || since === undefined) return [];
-    if (memberAnswers(learner) || view.now - progress.at > RECEIVE_QUIET_MS) return [];
-    return [{ name: machine.record.name, receive: progress.receive, since }];
+    const bytes = machine?.infra?.memberRunning === true ? machine.infra.memberDataBytes : undefined;
+    if (!machine || learner.name === '' || bytes === undefined || memberAnswers(learner)) return [];
+    const progress = machine.record.learnerProgress;
+    const receive = progress?.receive ?? { from: { bytes, at: view.now } };
+    const lastSeen = Math.max(progress?.at ?? view.now, receive.from.at);
+    if (view.now - lastSeen > RECEIVE_QUIET_MS) return [];
+    return [{ name: machine.record.name, receive, since: receive.since ?? receive.from.at }];
   });
   return found.sort((a, b) => a.since - b.since || a.name.localeCompare(b.name));
 }
