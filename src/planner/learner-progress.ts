@@ -3,8 +3,11 @@ import type { ObservedMachine, ObservedMember } from './types.ts';
 
 /** The shortest window a receive rate is taken over: shorter ones are mostly the jitter of the readings' times. */
 export const RECEIVE_WINDOW_MS = 1_000;
-/** A data dir still for this long is not receiving: what it grows by next arrived at an unknown time since. */
-export const RECEIVE_QUIET_MS = 1_000;
+/**
+ * A data dir still for this long is not receiving: what it grows by next arrived at an unknown time
+ * since. Twice the window, so a pass or two slowed by a loaded host does not end a receive.
+ */
+export const RECEIVE_QUIET_MS = 2_000;
 
 /**
  * What a learner shows of its catch-up now: its applied index once it answers its status, and the
