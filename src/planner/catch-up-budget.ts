@@ -52,7 +52,8 @@ function megabytes(bytesPerSecond: number): string {
  * their snapshot in) hold nothing.
  */
 export function catchUpBudget(view: ClusterView): Wait[] {
-  if (!view.spec.paceCatchUps) return [];
+  // With the learner slots taken (one below etcd 3.6), the preflight holds the add already.
+  if (!view.spec.paceCatchUps || view.learners.length >= view.learnerLimit) return [];
   const [oldest, ...others] = receivers(view);
   if (!oldest) return [];
   const latest = oldest.receive.latest;

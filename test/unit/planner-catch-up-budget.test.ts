@@ -64,6 +64,14 @@ describe('planner: catch-ups paced by the leader\'s measured uplink (maxLearners
     assert.equal(add(auto, measured), 't-6');
   });
 
+  test('with every learner slot taken the preflight holds the add, and pacing adds no wait of its own', () => {
+    const c = cluster([{ name: 't-4', receive: { from: { bytes: 130 * MB, at: NOW - 400 }, since: NOW - 200 } }]);
+    const one = { machines: c.machines.map((m) => ({ ...m, record: { ...m.record, maxLearners: 1 } })), members: c.members };
+    const d = decide(observed(one), auto);
+    assert.equal(d.membershipAction, undefined);
+    assert.deepEqual(waitCodes(d).filter((code) => code.startsWith('LeaderUplink')), []);
+  });
+
   test('the oldest learner\'s rate since the newest began is measured before another starts', () => {
     const c = cluster([
       { name: 't-4', receive: { from: { bytes: 150 * MB, at: NOW - 300 }, since: NOW - 6000, latest: { bytesPerSecond: 12 * MB, from: NOW - 1300 }, peak: 12 * MB } },
