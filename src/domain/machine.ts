@@ -25,7 +25,26 @@ export interface SnapshotSource {
 export interface LearnerProgress {
   appliedIndex?: number;
   dataBytes?: number;
+  /** When either last grew. */
   at: number;
+  /** How fast its data dir grows while its snapshot arrives (src/planner/learner-progress.ts). */
+  receive?: LearnerReceive;
+}
+
+/**
+ * A learner's receive rate, from its data dir's growth over windows of at least a second: the rate of
+ * the last window and the highest any window reached. The sum over the learners still receiving is
+ * what the leader sends them.
+ */
+export interface LearnerReceive {
+  /** The reading the open window started from. */
+  from: { bytes: number; at: number };
+  /** When its data dir first grew past the baseline (its first reading once started): its snapshot began to arrive. */
+  since?: number;
+  /** Bytes per second over the last closed window, and when that window started. */
+  latest?: { bytesPerSecond: number; from: number };
+  /** The highest bytes per second any closed window reached. */
+  peak?: number;
 }
 
 export interface MachineRecord {

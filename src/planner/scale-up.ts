@@ -1,4 +1,5 @@
 import { keepsQuorum } from '../domain/quorum.ts';
+import { catchUpBudget } from './catch-up-budget.ts';
 import { guardAdd, guardPromotion } from './guard.ts';
 import { preflightForAdd } from './preflight.ts';
 import { activeMachines, byOrdinal, isGone, nameOf, type Step } from './step.ts';
@@ -19,7 +20,7 @@ function joinCandidates(step: Step): ObservedMachine[] {
 export function scaleUp(step: Step): MembershipAction | undefined {
   const next = joinCandidates(step)[0];
   if (!next) return undefined;
-  const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view)];
+  const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view), ...catchUpBudget(step.view)];
   if (reasons.length > 0) {
     // A taken learner slot is the normal gate, reported by promote(); the rest explain the hold.
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));

@@ -57,6 +57,7 @@ export function toPlannerSpec(cp: ControlPlane): PlannerSpec {
     strategy: spec.scaleUp.strategy,
     maxConcurrentProvisioning: spec.scaleUp.maxConcurrentProvisioning,
     maxLearners: launchedLearnerLimit(spec.version, spec.etcd.maxLearners),
+    paceCatchUps: spec.etcd.maxLearners === 'auto',
     reconfigurationCheck: spec.etcd.reconfigurationCheck,
     maxSurge: spec.rollout.maxSurge,
     remediation,

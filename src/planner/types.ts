@@ -13,6 +13,11 @@ export interface PlannerSpec {
   strategy: 'parallel' | 'serial';
   maxConcurrentProvisioning: number;
   maxLearners: number;
+  /**
+   * `maxLearners: auto`: catch-ups also start only as far as the leader's measured uplink feeds them
+   * without slowing the first (catch-up-budget.ts); a number is followed as set.
+   */
+  paceCatchUps: boolean;
   /** `fastplane`: etcd's own add/remove checks are off, and the planner makes them (guard.ts). */
   reconfigurationCheck: 'etcd' | 'fastplane';
   maxSurge: number;

@@ -6,7 +6,7 @@
  * members by peer URL), and its member ID is a decimal uint64 string derived from N.
  */
 import { defaultControlPlane } from '../../src/api/control-plane.ts';
-import type { MachinePhase, MachineRecord } from '../../src/domain/machine.ts';
+import type { LearnerProgress, MachinePhase, MachineRecord } from '../../src/domain/machine.ts';
 import { toPlannerSpec } from '../../src/planner/spec.ts';
 import type { Observed, ObservedMachine, ObservedMember, PlannerSpec } from '../../src/planner/types.ts';
 import type { EtcdAlarm, EtcdMemberStatus } from '../../src/ports/etcd-admin.ts';
@@ -74,7 +74,7 @@ export interface MachineOptions {
   /** When the machine reached Provisioned (join order). */
   provisionedAt?: number;
   unhealthySince?: number;
-  learnerProgress?: { appliedIndex?: number; dataBytes?: number; at: number };
+  learnerProgress?: LearnerProgress;
   /** Bytes in the running member's data dir, as the provider reports them. */
   memberDataBytes?: number;
   /** null: no member ID recorded (default: recorded for member phases). */
