@@ -1,7 +1,7 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { CorruptStateError, decodeControlPlane, decodeEvent, decodeMachine } from './record-codec.ts';
-import { MANAGED_BY, NAME_ANNOTATION, RECORD_LABEL } from './kubernetes-store-client.ts';
+import { MANAGED_BY, NAME_ANNOTATION, RECORD_LABEL, type Plain } from './kubernetes-store-client.ts';
 
 /**
  * The records of one control plane as ONE ConfigMap, since the API server changes one object at a
@@ -51,7 +51,7 @@ export function decodeClusterObject(object: V1ConfigMap): ClusterRecords {
 }
 
 /** The ConfigMap of these records; with the resourceVersion read, the API server applies it only over that version. */
-export function encodeClusterObject(cluster: string, name: string, namespace: string, records: ClusterRecords, resourceVersion: string | undefined): V1ConfigMap {
+export function encodeClusterObject(cluster: string, name: string, namespace: string, records: ClusterRecords, resourceVersion: string | undefined): Plain<V1ConfigMap> {
   const machines = [...records.machines.values()].sort((a, b) => a.ordinal - b.ordinal || (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   return {
     apiVersion: 'v1',

@@ -1,6 +1,6 @@
 import type { V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { MAX_ATTEMPTS, contended } from './kubernetes-leases.ts';
-import { MANAGED_BY, NAME_ANNOTATION, RECORD_LABEL, dataKey, fromDataKey, type KubernetesApi } from './kubernetes-store-client.ts';
+import { MANAGED_BY, NAME_ANNOTATION, RECORD_LABEL, dataKey, fromDataKey, type KubernetesApi, type Plain } from './kubernetes-store-client.ts';
 
 /**
  * The key-value objects of the kubernetes store: claims (one ConfigMap per pool) and documents (one
@@ -67,12 +67,12 @@ export class DataObjects {
     const data = Object.fromEntries([...entries].map(([key, value]) => [dataKey(key), this.kind === 'secret' ? Buffer.from(value).toString('base64') : value]));
     const exists = read.resourceVersion !== undefined;
     if (this.kind === 'secret') {
-      const body: V1Secret = { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data };
+      const body: Plain<V1Secret> = { apiVersion: 'v1', kind: 'Secret', type: 'Opaque', metadata, data };
       return exists
         ? this.api.write(`update secret ${name}`, () => this.api.core.replaceNamespacedSecret({ name, namespace, body }))
         : this.api.write(`create secret ${name}`, () => this.api.core.createNamespacedSecret({ namespace, body }));
     }
-    const body: V1ConfigMap = { apiVersion: 'v1', kind: 'ConfigMap', metadata, data };
+    const body: Plain<V1ConfigMap> = { apiVersion: 'v1', kind: 'ConfigMap', metadata, data };
     return exists
       ? this.api.write(`update configmap ${name}`, () => this.api.core.replaceNamespacedConfigMap({ name, namespace, body }))
       : this.api.write(`create configmap ${name}`, () => this.api.core.createNamespacedConfigMap({ namespace, body }));

@@ -1,7 +1,7 @@
-import type { V1ConfigMap, V1Lease } from '@kubernetes/client-node';
+import { V1MicroTime, type V1ConfigMap, type V1Lease, type V1LeaseSpec } from '@kubernetes/client-node';
 import type { LeaseHolder, LeaseRecord } from '../../ports/state-store.ts';
 import { decodeLease } from './record-codec.ts';
-import { MANAGED_BY, RECORD_LABEL, type KubernetesApi } from './kubernetes-store-client.ts';
+import { MANAGED_BY, RECORD_LABEL, deleteIfUnchanged, type KubernetesApi, type Plain } from './kubernetes-store-client.ts';
 
 /**
  * A cluster's lease as a `coordination.k8s.io/v1` Lease, with the semantics of client-go's leader
@@ -68,11 +68,12 @@ export class KubernetesLeases {
       if (current !== undefined && !same && !force && this.isHolderAlive(current) && !this.expired(cluster, object)) return undefined;
       const fence = same && current.fence !== undefined ? current.fence : await this.nextFence();
       const record: LeaseRecord = { ...holder, cluster, acquiredAt: same ? current.acquiredAt : now, renewedAt: now, stopRequested: false, fence };
-      const spec = {
+      const acquired = same ? object?.spec?.acquireTime : undefined;
+      const spec: Plain<V1LeaseSpec> = {
         holderIdentity: holder.token,
         leaseDurationSeconds: durationSeconds(holder.ttlMs),
-        acquireTime: (same ? object?.spec?.acquireTime : undefined) ?? microTime(),
-        renewTime: microTime(),
+        acquireTime: acquired === undefined ? new V1MicroTime() : new V1MicroTime(acquired),
+        renewTime: new V1MicroTime(),
         // As client-go counts them: a new holder of an existing Lease is one more transition.
         leaseTransitions: (object?.spec?.leaseTransitions ?? -1) + (same ? 0 : 1),
       };
@@ -87,7 +88,7 @@ export class KubernetesLeases {
       const { object, record: current } = await this.read(cluster);
       if (current?.token !== token || object === undefined) return undefined;
       const renewed = { ...current, renewedAt: now };
-      if (await this.write(cluster, object, renewed, { ...object.spec, renewTime: microTime() })) return renewed;
+      if (await this.write(cluster, object, renewed, { ...plainSpec(object.spec), renewTime: new V1MicroTime() })) return renewed;
     }
     throw contended(`renew the lease of ${cluster}`);
   }
@@ -97,7 +98,7 @@ export class KubernetesLeases {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const { object, record: current } = await this.read(cluster);
       if (current?.token !== token || object === undefined) return;
-      const spec = { leaseDurationSeconds: 1, leaseTransitions: object.spec?.leaseTransitions ?? 0, renewTime: microTime(), acquireTime: microTime() };
+      const spec: Plain<V1LeaseSpec> = { leaseDurationSeconds: 1, leaseTransitions: object.spec?.leaseTransitions ?? 0, renewTime: new V1MicroTime(), acquireTime: new V1MicroTime() };
       if (await this.write(cluster, object, undefined, spec)) return;
     }
     throw contended(`release the lease of ${cluster}`);
@@ -108,7 +109,7 @@ export class KubernetesLeases {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const { object, record: current } = await this.read(cluster);
       if (current?.token !== token || object === undefined) return;
-      if (await this.write(cluster, object, { ...current, stopRequested: true }, object.spec ?? {})) return;
+      if (await this.write(cluster, object, { ...current, stopRequested: true }, plainSpec(object.spec))) return;
     }
     throw contended(`request ${cluster} to stop`);
   }
@@ -117,14 +118,14 @@ export class KubernetesLeases {
   async remove(cluster: string, object: V1Lease): Promise<boolean> {
     const name = this.nameOf(cluster);
     const removed = await this.api.write(`delete lease ${name}`, () =>
-      this.api.coordination.deleteNamespacedLease({ name, namespace: this.api.namespace, body: { preconditions: { resourceVersion: object.metadata?.resourceVersion ?? '' } } }),
+      this.api.coordination.deleteNamespacedLease({ name, namespace: this.api.namespace, body: deleteIfUnchanged(object.metadata?.resourceVersion) }),
     );
     if (removed) this.observed.delete(cluster);
     return removed;
   }
 
   /** Notes the Lease's spec as this process sees it, and when it first saw that spec (client-go's observedTime). */
-  private observe(cluster: string, object: V1Lease | undefined): void {
+  private observe(cluster: string, object: Plain<V1Lease> | undefined): void {
     const spec = JSON.stringify(object?.spec ?? null);
     if (this.observed.get(cluster)?.spec !== spec) this.observed.set(cluster, { spec, at: this.clock() });
   }
@@ -136,10 +137,10 @@ export class KubernetesLeases {
     return seen !== undefined && this.clock() - seen.at >= durationMs;
   }
 
-  private async write(cluster: string, object: V1Lease | undefined, record: LeaseRecord | undefined, spec: V1Lease['spec']): Promise<boolean> {
+  private async write(cluster: string, object: V1Lease | undefined, record: LeaseRecord | undefined, spec: Plain<V1LeaseSpec>): Promise<boolean> {
     const name = this.nameOf(cluster);
     const namespace = this.api.namespace;
-    const body: V1Lease = {
+    const body: Plain<V1Lease> = {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
       metadata: {
@@ -149,7 +150,7 @@ export class KubernetesLeases {
         annotations: record === undefined ? {} : { [RECORD_ANNOTATION]: JSON.stringify(record) },
         ...(object?.metadata?.resourceVersion === undefined ? {} : { resourceVersion: object.metadata.resourceVersion }),
       },
-      spec: spec ?? {},
+      spec,
     };
     const written =
       object === undefined
@@ -166,7 +167,7 @@ export class KubernetesLeases {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const current = await this.api.read(`read configmap ${FENCES}`, () => this.api.core.readNamespacedConfigMap({ name: FENCES, namespace }));
       const fence = Number(current?.data?.last ?? '0') + 1;
-      const body: V1ConfigMap = {
+      const body: Plain<V1ConfigMap> = {
         metadata: { name: FENCES, namespace, labels: { ...MANAGED_BY, [RECORD_LABEL]: 'fences' }, ...(current?.metadata?.resourceVersion === undefined ? {} : { resourceVersion: current.metadata.resourceVersion }) },
         data: { last: String(fence) },
       };
@@ -180,11 +181,16 @@ export class KubernetesLeases {
 }
 
 /**
- * A MicroTime as the API server parses it (RFC 3339 with six fraction digits): the JSON of a Date has
- * three, which the server refuses for a MicroTime. The client's type says Date; the text is sent as is.
+ * The spec as read, to write back with a change: its times as MicroTimes again, which the API server
+ * parses with six fraction digits only (the client's V1MicroTime writes them so; a Date has three).
  */
-function microTime(): Date {
-  return new Date().toISOString().replace(/\.(\d{3})Z$/, '.$1000Z') as unknown as Date;
+function plainSpec(spec: Plain<V1LeaseSpec> = {}): Plain<V1LeaseSpec> {
+  const { acquireTime, renewTime, ...rest } = spec;
+  return {
+    ...rest,
+    ...(acquireTime === undefined ? {} : { acquireTime: new V1MicroTime(acquireTime) }),
+    ...(renewTime === undefined ? {} : { renewTime: new V1MicroTime(renewTime) }),
+  };
 }
 
 function recordOf(cluster: string, object: V1Lease): LeaseRecord | undefined {

@@ -19,7 +19,7 @@ import { CLUSTER_RECORD, decodeClusterObject, emptyRecords, encodeClusterObject,
 import { DataObjects } from './kubernetes-data-objects.ts';
 import { KubernetesLeases, MAX_ATTEMPTS, contended } from './kubernetes-leases.ts';
 import { watchKubernetesSpecs } from './kubernetes-spec-watch.ts';
-import { KubernetesApi, RECORD_LABEL, objectName, type KubernetesStoreConnection } from './kubernetes-store-client.ts';
+import { KubernetesApi, RECORD_LABEL, deleteIfUnchanged, objectName, type KubernetesStoreConnection } from './kubernetes-store-client.ts';
 import { applyBatch } from './record-batch.ts';
 
 export interface KubernetesStateStoreOptions extends KubernetesStoreConnection {
@@ -281,7 +281,6 @@ export class KubernetesStateStore implements StateStore {
 
   private removeCluster(cluster: string, object: V1ConfigMap): Promise<boolean> {
     const name = this.clusterObjectName(cluster);
-    const resourceVersion = object.metadata?.resourceVersion ?? '';
-    return this.api.write(`delete configmap ${name}`, () => this.api.core.deleteNamespacedConfigMap({ name, namespace: this.api.namespace, body: { preconditions: { resourceVersion } } }));
+    return this.api.write(`delete configmap ${name}`, () => this.api.core.deleteNamespacedConfigMap({ name, namespace: this.api.namespace, body: deleteIfUnchanged(object.metadata?.resourceVersion) }));
   }
 }

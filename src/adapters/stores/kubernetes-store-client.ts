@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ApiException, CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, CoreV1Api, KubeConfig, type V1DeleteOptions, type V1Namespace } from '@kubernetes/client-node';
 import { InvalidInputError } from '../../api/errors.ts';
 
 /**
@@ -21,10 +21,16 @@ export const RECORD_LABEL = 'fastplane.dev/record';
 /** The unabbreviated name (cluster, pool or scope) an object was named after. */
 export const NAME_ANNOTATION = 'fastplane.dev/name';
 
+/**
+ * The JSON shape of one of the client's models. They are classes, but the API server takes plain
+ * objects of their fields: what the store builds.
+ */
+export type Plain<T> = T extends Date ? T : T extends readonly (infer U)[] ? Plain<U>[] : T extends object ? { [K in keyof T]: Plain<T[K]> } : T;
+
 /** The API server says why, in a Status body; the message is its `message`, or the HTTP code. */
 function statusMessage(error: ApiException<unknown>): string {
-  const body: unknown = typeof error.body === 'string' ? safeJson(error.body) : error.body;
-  const message = typeof body === 'object' && body !== null && 'message' in body ? (body as { message: unknown }).message : undefined;
+  const body = typeof error.body === 'string' ? safeJson(error.body) : error.body;
+  const message: unknown = typeof body === 'object' && body !== null && 'message' in body ? body.message : undefined;
   return typeof message === 'string' ? message : `HTTP ${String(error.code)}`;
 }
 
@@ -49,6 +55,11 @@ function errorCode(error: unknown): string | undefined {
 
 export const isStatus = (error: unknown, code: number): boolean => error instanceof ApiException && error.code === code;
 
+/** A delete that applies only to the object as read. */
+export function deleteIfUnchanged(resourceVersion: string | undefined): Plain<V1DeleteOptions> {
+  return { preconditions: { resourceVersion: resourceVersion ?? '' } };
+}
+
 /** A Kubernetes object name (a DNS subdomain, at most 253) for any text: readable part, then a hash that keeps names apart. */
 export function objectName(prefix: string, text: string): string {
   const readable = text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 180);
@@ -61,9 +72,8 @@ export function objectName(prefix: string, text: string): string {
  * character become `_` and their UTF-8 bytes in hex, as does a leading `.` (`..` keys are refused).
  */
 export function dataKey(text: string): string {
-  return [...text]
-    .map((char, index) => (/[A-Za-z0-9-]/.test(char) || (char === '.' && index > 0) ? char : [...Buffer.from(char)].map((byte) => `_${byte.toString(16).padStart(2, '0')}`).join('')))
-    .join('');
+  const escape = (char: string): string => Array.from(Buffer.from(char), (byte) => `_${byte.toString(16).padStart(2, '0')}`).join('');
+  return text.replace(/^\.|[^A-Za-z0-9.-]/gu, escape);
 }
 
 export function fromDataKey(key: string): string {
@@ -107,10 +117,7 @@ export class KubernetesApi {
     this.coordination = this.config.makeApiClient(CoordinationV1Api);
   }
 
-  /**
-   * Runs one API call once the namespace is there. `what` names the call in errors. Absent (404) is
-   * `undefined` when `absent` allows it; a conflict (409) is rethrown for the caller to read again.
-   */
+  /** Runs one API call once the namespace is there; `what` names the call in errors. */
   async call<T>(what: string, request: () => Promise<T>): Promise<T> {
     this.ready ??= this.ensureNamespace().catch((error: unknown) => {
       this.ready = undefined;
@@ -169,7 +176,8 @@ export class KubernetesApi {
       if (!isStatus(error, 404)) throw this.firstCallError(where, error);
     }
     try {
-      await this.core.createNamespace({ body: { metadata: { name, labels: { ...MANAGED_BY } } } });
+      const body: Plain<V1Namespace> = { metadata: { name, labels: { ...MANAGED_BY } } };
+      await this.core.createNamespace({ body });
     } catch (error) {
       if (isStatus(error, 409)) return;
       if (isStatus(error, 403)) throw new InvalidInputError([`--store-namespace: namespace ${name} does not exist and the user of ${where} may not create it: create it, or grant create on namespaces`]);
