@@ -15,23 +15,13 @@ import {
   type WriterLease,
 } from '../../ports/state-store.ts';
 import { isProvenGone } from '../host/process-identity.ts';
-import { applyBatch } from './record-batch.ts';
+import { applyBatch, copy } from './record-batch.ts';
 
 /**
  * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared
  * StateStore contract runs against both), and cheap enough for simulations of thousands of passes:
  * stored values are never mutated, so a commit copies only what it changes.
  */
-
-/** Deep copy of plain data (objects, arrays, primitives), as the records are. */
-function copy<T>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return value.map((item: unknown) => copy(item)) as T;
-  const source = value as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  for (const key in source) out[key] = copy(source[key]);
-  return out as T;
-}
 
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

@@ -2,6 +2,16 @@ import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domai
 import { deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
 import type { StoreWrite } from '../../ports/state-store.ts';
 
+/** Deep copy of plain data (objects, arrays, primitives), as the records are: cheaper than structuredClone for small records. */
+export function copy<T>(value: T): T {
+  if (typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((item: unknown) => copy(item)) as T;
+  const source = value as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const key in source) out[key] = copy(source[key]);
+  return out as T;
+}
+
 /** A cluster's records after a batch: what the store then writes in one go, or not at all. */
 export interface BatchResult {
   controlPlane: ControlPlaneRecord | undefined;
@@ -23,18 +33,18 @@ export function applyBatch(cluster: string, controlPlane: ControlPlaneRecord | u
     switch (write.kind) {
       case 'CreateMachine':
         // An existing name is an idempotent retry: the record stays as it is.
-        if (!next.has(write.record.name)) next.set(write.record.name, structuredClone(write.record));
+        if (!next.has(write.record.name)) next.set(write.record.name, copy(write.record));
         break;
       case 'PatchMachine': {
         const current = next.get(write.name);
-        if (current) next.set(write.name, structuredClone(patchMachine(current, write.set, write.unset)));
+        if (current) next.set(write.name, copy(patchMachine(current, write.set, write.unset)));
         break;
       }
       case 'DeleteMachine':
         next.delete(write.name);
         break;
       case 'PatchControlPlane':
-        if (cp) cp = structuredClone(patchControlPlane(cp, write.patch));
+        if (cp) cp = copy(patchControlPlane(cp, write.patch));
         break;
       case 'ReserveOrdinal':
       case 'RecordRemediation':
@@ -42,7 +52,7 @@ export function applyBatch(cluster: string, controlPlane: ControlPlaneRecord | u
         if (cp) cp = deriveControlPlane(cp, write);
         break;
       case 'AppendEvent':
-        events.push(structuredClone({ ...write.event, cluster }));
+        events.push(copy({ ...write.event, cluster }));
         break;
     }
   }
