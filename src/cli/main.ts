@@ -41,7 +41,7 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
     if (error instanceof InvalidInputError) {
       process.stderr.write(`error: ${error.problems.join('\nerror: ')}\n`);
       code = EXIT.invalid;
-    } else if (error instanceof Error && (error.name === 'EtcdStoreUnreachableError' || error.name === 'KubectlError' || error.name === 'ForbiddenError')) {
+    } else if (error instanceof Error && (error.name === 'EtcdStoreUnreachableError' || error.name === 'KubernetesStoreUnreachableError' || error.name === 'KubectlError' || error.name === 'ForbiddenError')) {
       // Not fastplane's fault, and nothing to debug in a stack: say what did not answer, or what kubectl said.
       process.stderr.write(`error: ${error.message}\n`);
       ctx?.log.error({ err: error }, 'state store unreachable');
@@ -61,6 +61,12 @@ async function withContext(program: Command, run: (ctx: CliContext) => Promise<n
   setTimeout(() => process.exit(code), LINGER_MS).unref();
 }
 
+/** The global --kubeconfig, for the commands that work on a cluster (and not only with --store kubernetes). */
+function kubeconfigOf(program: Command): { kubeconfig?: string } {
+  const { kubeconfig } = program.opts<GlobalOptions>();
+  return kubeconfig === undefined ? {} : { kubeconfig };
+}
+
 /** How long a finished command waits for its last handles to close by themselves before it exits. */
 const LINGER_MS = 2_000;
 
@@ -71,12 +77,14 @@ export function buildProgram(): Command {
     .option('--lease-ttl <duration>', "how long a cluster's lease outlives its holder's last renewal; another process then takes over (default 10s; fastplane controller: 3s)")
     .option('--log-level <level>', 'log level: trace, debug, info, warn, error, fatal or silent', 'info')
     .option('--log-format <format>', 'also log to stderr, as json (one object per line) or pretty (one line per record); the state dir\'s fastplane.log always gets json')
-    .option('--store <kind>', 'where records live: sqlite (a file in the state dir, the default) or etcd (shared by every host using it; $FASTPLANE_STORE)')
+    .option('--store <kind>', 'where records live: sqlite (a file in the state dir, the default), etcd or kubernetes (shared by every host using it; $FASTPLANE_STORE)')
     .option('--etcd-endpoints <urls>', 'with --store etcd: client URLs, comma-separated ($FASTPLANE_ETCD_ENDPOINTS); `fastplane endpoints NAME` prints them for a control plane')
     .option('--etcd-cacert <file>', 'with --store etcd: CA certificate to verify etcd with ($FASTPLANE_ETCD_CACERT)')
     .option('--etcd-cert <file>', 'with --store etcd: client certificate ($FASTPLANE_ETCD_CERT)')
     .option('--etcd-key <file>', 'with --store etcd: client key ($FASTPLANE_ETCD_KEY)')
     .option('--insecure-store', 'with --store etcd: accept http:// endpoints or no client certificate, so anyone on the way can read and change every record ($FASTPLANE_INSECURE_STORE=1)')
+    .option('--kubeconfig <file>', 'the kubeconfig of a Kubernetes cluster: with --store kubernetes, where records live ($FASTPLANE_KUBECONFIG); the cluster install and controller work on')
+    .option('--store-namespace <namespace>', 'with --store kubernetes: the namespace of the records (default fastplane-system, created when missing; $FASTPLANE_STORE_NAMESPACE)')
     .option('--secrets-key <file>', "the key file that seals the CA and member keys in the store; the same file on every host sharing a store ($FASTPLANE_SECRETS_KEY; default <state dir>/secrets.key, made when missing)")
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
@@ -261,10 +269,10 @@ export function buildProgram(): Command {
   program
     .command('install')
     .description("apply the CRDs (fastplane crds) and the controller's least-privilege RBAC (a ServiceAccount, ClusterRole and binding) to a cluster with kubectl, and wait until the CRDs are served")
-    .option('--kubeconfig <file>', 'the kubeconfig of the cluster (fastplane kubeconfig NAME writes one)')
     .option('--kubectl <path>', 'the kubectl to run (default: the newest installed Kubernetes\'s)')
     .addOption(new Option('--timeout <duration>', 'give up after this long').default('60s'))
-    .action(async (flags: InstallFlags) => withContext(program, async () => (await import('./commands/crds.ts')).installCommand(flags)));
+    // --kubeconfig is global (the kubernetes store's too): commander gives it to the program wherever it stands.
+    .action(async (flags: InstallFlags) => withContext(program, async () => (await import('./commands/crds.ts')).installCommand({ ...flags, ...kubeconfigOf(program) })));
 
   program
     .command('controller')
@@ -272,11 +280,11 @@ export function buildProgram(): Command {
     .option('--metrics-address <host:port>', 'where /metrics, /healthz and /readyz listen', '127.0.0.1:9464')
     .option('--id <name>', "this replica's name in leases, logs and metrics (default host name and PID)")
     .option('--max-concurrent-reconciles <n>', 'control planes reconciled at the same time, at most', '10')
-    .option('--kubeconfig <file>', 'also reconcile the ControlPlane objects of this management cluster (fastplane install puts the CRD and RBAC there): status, Events and a teardown finalizer on each')
+    // --kubeconfig (global): also reconcile that management cluster's ControlPlane objects, with status, Events and a teardown finalizer.
     .option('--namespace <name>', "with --kubeconfig: only this namespace's ControlPlane objects (default: all namespaces)")
     .option('--relist-every <duration>', 'with --kubeconfig: list the objects again this often, whatever the watch says', '60s')
     .action(async (flags: ControllerFlags) =>
-      withContext(program, async (ctx) => (await import('./commands/controller.ts')).controllerCommand(ctx, flags), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
+      withContext(program, async (ctx) => (await import('./commands/controller.ts')).controllerCommand(ctx, { ...flags, ...kubeconfigOf(program) }), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
     );
 
   return program;

@@ -9,6 +9,8 @@ import { DEFAULT_KEY_FILE, loadKeyFile, type SealingKeys } from '../adapters/sea
  * `--store etcd` (an etcd cluster, shared by every host and process that points at it, such as a
  * management control plane fastplane itself brought up). Flags win over the FASTPLANE_* variables.
  * An etcd store is reached over https with a client certificate, or with --insecure-store only.
+ * `--store kubernetes --kubeconfig FILE` keeps them in a Kubernetes API server (namespace
+ * --store-namespace, default fastplane-system), where Cluster API keeps its own.
  * The key file that seals the documents in it is this host's (--secrets-key).
  */
 
@@ -20,11 +22,17 @@ export interface StoreFlags {
   etcdKey?: string;
   insecureStore?: boolean;
   secretsKey?: string;
+  /** Also the kubeconfig of `install` and `controller`: not an error without --store kubernetes. */
+  kubeconfig?: string;
+  storeNamespace?: string;
 }
 
 export type StoreChoice =
   | { kind: 'sqlite'; path: string }
-  | { kind: 'etcd'; endpoints: string[]; tls: { caFile?: string; certFile?: string; keyFile?: string } };
+  | { kind: 'etcd'; endpoints: string[]; tls: { caFile?: string; certFile?: string; keyFile?: string } }
+  | { kind: 'kubernetes'; kubeconfig: string; namespace?: string };
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 /** A setting from its flag, else its environment variable, with the name to use in messages. */
 function setting(flag: string | undefined, flagName: string, env: NodeJS.ProcessEnv, envName: string): { value: string; name: string } | undefined {
@@ -73,6 +81,17 @@ export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.Pro
       [flags.insecureStore === true ? 'given' : undefined, '--insecure-store'],
     ] as const
   ).filter(([value]) => value !== undefined);
+  const namespace = setting(flags.storeNamespace, '--store-namespace', env, 'FASTPLANE_STORE_NAMESPACE');
+  if (namespace !== undefined && kind?.value !== 'kubernetes') throw new InvalidInputError([`${namespace.name}: only with --store kubernetes`]);
+  if (kind?.value === 'kubernetes') {
+    const problems = etcdFlags.map(([, name]) => `${name}: only with --store etcd (the store is kubernetes from ${kind.name})`);
+    const kubeconfig = setting(flags.kubeconfig, '--kubeconfig', env, 'FASTPLANE_KUBECONFIG');
+    if (kubeconfig === undefined) problems.push('--kubeconfig: required with --store kubernetes (or FASTPLANE_KUBECONFIG): the kubeconfig of the cluster that keeps the records');
+    else checkFile(kubeconfig, problems);
+    if (namespace !== undefined && !DNS_LABEL.test(namespace.value)) problems.push(`${namespace.name}: must be a namespace name (a DNS label), got ${namespace.value}`);
+    if (problems.length > 0 || kubeconfig === undefined) throw new InvalidInputError(problems);
+    return { kind: 'kubernetes', kubeconfig: resolve(kubeconfig.value), ...(namespace === undefined ? {} : { namespace: namespace.value }) };
+  }
   if (kind === undefined || kind.value === 'sqlite') {
     // Variables may be set for other invocations; a flag given here would be silently unused.
     if (etcdFlags.length > 0) {
@@ -80,7 +99,7 @@ export function chooseStore(flags: StoreFlags, stateDir: string, env: NodeJS.Pro
     }
     return { kind: 'sqlite', path: join(stateDir, 'fastplane.db') };
   }
-  if (kind.value !== 'etcd') throw new InvalidInputError([`${kind.name}: must be sqlite or etcd, got ${kind.value}`]);
+  if (kind.value !== 'etcd') throw new InvalidInputError([`${kind.name}: must be sqlite, etcd or kubernetes, got ${kind.value}`]);
 
   const problems: string[] = [];
   const list = setting(flags.etcdEndpoints, '--etcd-endpoints', env, 'FASTPLANE_ETCD_ENDPOINTS');
@@ -140,6 +159,13 @@ export async function storeOpener(choice: StoreChoice, keyFile: KeyFileChoice): 
   if (choice.kind === 'sqlite') {
     const { SqliteStateStore } = await import('../adapters/stores/sqlite-state-store.ts');
     return () => ({ sealing: sealing(), store: new SqliteStateStore(choice.path), location: dirname(choice.path) });
+  }
+  if (choice.kind === 'kubernetes') {
+    const { KubernetesStateStore } = await import('../adapters/stores/kubernetes-state-store.ts');
+    return () => {
+      const store = new KubernetesStateStore({ kubeconfig: choice.kubeconfig, ...(choice.namespace === undefined ? {} : { namespace: choice.namespace }) });
+      return { sealing: sealing(), store, location: store.describe() };
+    };
   }
   const { EtcdStateStore } = await import('../adapters/stores/etcd-state-store.ts');
   return () => {

@@ -51,8 +51,8 @@ describe('chooseStore', () => {
   });
 
   test('bad settings are input errors naming the flag or variable', () => {
-    assert.match(problemsOf(() => chooseStore({ store: 'redis' }, '/s', {})).join(), /^--store: must be sqlite or etcd, got redis/);
-    assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'nope' })).join(), /^FASTPLANE_STORE: must be sqlite or etcd/);
+    assert.match(problemsOf(() => chooseStore({ store: 'redis' }, '/s', {})).join(), /^--store: must be sqlite, etcd or kubernetes, got redis/);
+    assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'nope' })).join(), /^FASTPLANE_STORE: must be sqlite, etcd or kubernetes/);
     assert.match(problemsOf(() => chooseStore({ store: 'etcd' }, '/s', {})).join(), /^--etcd-endpoints: required with --store etcd/);
     assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: '10.0.0.1:2379', insecureStore: true }, '/s', {})).join(), /--etcd-endpoints: 10\.0\.0\.1:2379 is not a client URL/);
     assert.match(problemsOf(() => chooseStore({}, '/s', { FASTPLANE_STORE: 'etcd', FASTPLANE_ETCD_ENDPOINTS: 'ftp://x:1', FASTPLANE_INSECURE_STORE: '1' })).join(), /^FASTPLANE_ETCD_ENDPOINTS: ftp:\/\/x:1 is not a client URL/);
@@ -61,6 +61,22 @@ describe('chooseStore', () => {
     assert.match(problemsOf(() => chooseStore({ store: 'etcd', etcdEndpoints: 'https://h:2379', etcdCert: cert }, '/s', {})).join(), /^--etcd-key: required with --etcd-cert/);
     assert.match(problemsOf(() => chooseStore({ etcdCacert: ca }, '/s', {})).join(), /^--etcd-cacert: only with --store etcd/);
     assert.match(problemsOf(() => chooseStore({ insecureStore: true }, '/s', {})).join(), /^--insecure-store: only with --store etcd/);
+  });
+
+  test('--store kubernetes takes a kubeconfig file and a namespace; --kubeconfig alone (install, controller) leaves the store as it is', () => {
+    const kubeconfig = file('admin.conf');
+    assert.deepEqual(chooseStore({ store: 'kubernetes', kubeconfig }, '/s', {}), { kind: 'kubernetes', kubeconfig });
+    assert.deepEqual(chooseStore({}, '/s', { FASTPLANE_STORE: 'kubernetes', FASTPLANE_KUBECONFIG: kubeconfig, FASTPLANE_STORE_NAMESPACE: 'records' }), { kind: 'kubernetes', kubeconfig, namespace: 'records' });
+    assert.equal(chooseStore({ kubeconfig }, '/s', {}).kind, 'sqlite');
+    assert.deepEqual(problemsOf(() => chooseStore({ store: 'kubernetes' }, '/s', {})), [
+      '--kubeconfig: required with --store kubernetes (or FASTPLANE_KUBECONFIG): the kubeconfig of the cluster that keeps the records',
+    ]);
+    assert.deepEqual(problemsOf(() => chooseStore({ store: 'kubernetes', kubeconfig: join(dir, 'none.conf'), storeNamespace: 'Bad_NS', etcdCert: cert }, '/s', {})), [
+      '--etcd-cert: only with --store etcd (the store is kubernetes from --store)',
+      `--kubeconfig: no such file: ${join(dir, 'none.conf')}`,
+      '--store-namespace: must be a namespace name (a DNS label), got Bad_NS',
+    ]);
+    assert.match(problemsOf(() => chooseStore({ storeNamespace: 'records' }, '/s', {})).join(), /^--store-namespace: only with --store kubernetes/);
   });
 
   test('plain http or no client certificate is refused unless --insecure-store (or FASTPLANE_INSECURE_STORE=1) says so', () => {

@@ -1,6 +1,6 @@
 import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
-import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
+import { applySpecTo } from '../../domain/record-writes.ts';
 import {
   FencedOutError,
   leaseIsFree,
@@ -15,22 +15,13 @@ import {
   type WriterLease,
 } from '../../ports/state-store.ts';
 import { isProvenGone } from '../host/process-identity.ts';
+import { applyBatch, copy } from './record-batch.ts';
 
 /**
  * The StateStore in memory, for tests and the simulator. Same semantics as the SQLite store (the shared
  * StateStore contract runs against both), and cheap enough for simulations of thousands of passes:
  * stored values are never mutated, so a commit copies only what it changes.
  */
-
-/** Deep copy of plain data (objects, arrays, primitives), as the records are. */
-function copy<T>(value: T): T {
-  if (typeof value !== 'object' || value === null) return value;
-  if (Array.isArray(value)) return value.map((item: unknown) => copy(item)) as T;
-  const source = value as Record<string, unknown>;
-  const out: Record<string, unknown> = {};
-  for (const key in source) out[key] = copy(source[key]);
-  return out as T;
-}
 
 function compareText(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
@@ -112,35 +103,7 @@ export class MemoryStateStore implements StateStore {
     try {
       this.assertHolds(lease);
       // Everything is computed before anything is stored: a refused write leaves no partial batch.
-      let cp = this.controlPlanes.get(lease.cluster);
-      const machines = new Map(this.machines.get(lease.cluster));
-      const events: EventRecord[] = [];
-      for (const write of writes) {
-        switch (write.kind) {
-          case 'CreateMachine':
-            if (!machines.has(write.record.name)) machines.set(write.record.name, copy(write.record));
-            break;
-          case 'PatchMachine': {
-            const current = machines.get(write.name);
-            if (current) machines.set(write.name, copy(patchMachine(current, write.set, write.unset)));
-            break;
-          }
-          case 'DeleteMachine':
-            machines.delete(write.name);
-            break;
-          case 'PatchControlPlane':
-            if (cp) cp = copy(patchControlPlane(cp, write.patch));
-            break;
-          case 'ReserveOrdinal':
-          case 'RecordRemediation':
-          case 'AbandonInit':
-            if (cp) cp = deriveControlPlane(cp, write);
-            break;
-          case 'AppendEvent':
-            events.push(copy({ ...write.event, cluster: lease.cluster }));
-            break;
-        }
-      }
+      const { controlPlane: cp, machines, events } = applyBatch(lease.cluster, this.controlPlanes.get(lease.cluster), this.machines.get(lease.cluster) ?? new Map(), writes);
       if (cp) this.controlPlanes.set(lease.cluster, cp);
       if (machines.size === 0) this.machines.delete(lease.cluster);
       else this.machines.set(lease.cluster, machines);
