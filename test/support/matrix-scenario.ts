@@ -3,8 +3,10 @@ import { basename } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Etcd3 } from 'etcd3';
 import type { Etcd3Admin } from '../../src/adapters/etcd/etcd3-admin.ts';
+import type { EtcdMember } from '../../src/ports/etcd-admin.ts';
 import type { EventEntry } from '../../src/cli/commands/events.ts';
-import { MEMBERSHIP_ACTIONS } from './cli.ts';
+import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { MEMBERSHIP_ACTIONS, type CliRun } from './cli.ts';
 import { adminFor, kvClientFor, type ClusterAccess } from './etcd-direct.ts';
 
 /** The four factors of the combination matrix and their values. */
@@ -17,6 +19,23 @@ export const FACTORS = {
 
 export type Factor = keyof typeof FACTORS;
 export type Combination = { [F in Factor]: (typeof FACTORS)[F][number] };
+
+/** What a row's scenario works with; the row stops what `watch` started and downs the cluster whatever happens. */
+export interface RowRun {
+  name: string;
+  /** The row's manifest, written for its scenario. */
+  manifest: string;
+  /** The `--timeout` of each step. */
+  stepTimeout: string;
+  cli: (args: string[]) => Promise<CliRun>;
+  /** Runs the CLI and asserts it exited 0 (with the controller driver: that the controller did the work). */
+  ok: (what: string, args: string[]) => Promise<CliRun>;
+  /** Runs `work` as a timed step of the row's line in the table. */
+  step: <T>(what: string, work: () => Promise<T>) => Promise<T>;
+  /** Starts the member probe and the key writer (on `endpoints` until the probe has seen voters). */
+  watch: (doc: ControlPlaneStatusDocument, endpoints: () => string[]) => Promise<{ probe: MemberProbe; writer: KeyWriter }>;
+  events: () => Promise<EventEntry[]>;
+}
 
 /** Every pair of values of two factors that no row holds, as `factor=value & factor=value`. */
 export function missingPairs(rows: readonly Combination[]): string[] {
@@ -35,12 +54,13 @@ export function missingPairs(rows: readonly Combination[]): string[] {
 }
 
 /**
- * PIDs of the etcd server that serves `clientURL` (its --listen-client-urls), found in /proc: the lab's
- * hosts are network and mount namespaces only, so their processes are seen here as local ones are. The
- * shell that started a remote member named the URL too, hence the check of the program's name.
+ * PIDs of the etcd servers that serve each of `clientURLs` (their --listen-client-urls), found in /proc
+ * in one scan: the lab's hosts are network and mount namespaces only, so their processes are seen here
+ * as local ones are. The shell that started a remote member named the URL too, hence the check of the
+ * program's name.
  */
-export function etcdPidsServing(clientURL: string): number[] {
-  const pids: number[] = [];
+export function etcdPidsByURL(clientURLs: readonly string[]): Map<string, number[]> {
+  const pids = new Map<string, number[]>(clientURLs.map((url) => [url, []]));
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let argv: string[];
@@ -50,10 +70,15 @@ export function etcdPidsServing(clientURL: string): number[] {
       continue;
     }
     const program = basename(argv[0] ?? '');
-    const server = program === 'etcd' || /^etcd-\d/.test(program);
-    if (server && argv.includes(clientURL)) pids.push(Number(entry));
+    if (program !== 'etcd' && !/^etcd-\d/.test(program)) continue;
+    for (const url of clientURLs) if (argv.includes(url)) pids.get(url)?.push(Number(entry));
   }
   return pids;
+}
+
+/** PIDs of the etcd server that serves `clientURL`. */
+export function etcdPidsServing(clientURL: string): number[] {
+  return etcdPidsByURL([clientURL]).get(clientURL) ?? [];
 }
 
 /** Membership events (whatever their result) whose [startedAt, endedAt] overlaps another's. */
@@ -84,6 +109,14 @@ export class MemberProbe {
   /** A member list that held the most learners, for the failure message. */
   maxLearnersList: string[] = [];
   lists = 0;
+  /**
+   * While on (set it once the membership is settled), every member is also asked alone for the
+   * members it has applied: an answer that differs from the cluster's list is kept in `disagreements`,
+   * and the PID of each member process that answered the same is kept in `agreedPids`.
+   */
+  compareEachMember = false;
+  readonly disagreements: string[] = [];
+  readonly agreedPids = new Set<number>();
   private voters: string[] = [];
   private admin: Etcd3Admin | undefined;
   private running = false;
@@ -123,6 +156,7 @@ export class MemberProbe {
       }
       const voters = members.filter((m) => !m.isLearner).flatMap((m) => m.clientURLs.slice(0, 1));
       if (voters.length > 0) this.voters = voters;
+      if (this.compareEachMember) await this.compareMembers(this.admin, members);
     } catch {
       // No member answered with these credentials: next time, new clients and the files read again.
       await this.admin?.close();
@@ -130,11 +164,34 @@ export class MemberProbe {
     }
   }
 
+  /** Each member's own list (a local read: what it has applied) against the cluster's. */
+  private async compareMembers(admin: Etcd3Admin, members: readonly EtcdMember[]): Promise<void> {
+    const reference = memberSet(members);
+    const urls = members.flatMap((m) => m.clientURLs.slice(0, 1));
+    const pids = etcdPidsByURL(urls);
+    await Promise.all(
+      urls.map(async (url) => {
+        // A member restarting does not answer: nothing to compare until it does.
+        const own = await admin.memberList([url], { linearizable: false }).catch(() => undefined);
+        if (own === undefined) return;
+        if (memberSet(own) !== reference) this.disagreements.push(`${url} lists ${memberSet(own)}, the cluster ${reference}`);
+        else for (const pid of pids.get(url) ?? []) this.agreedPids.add(pid);
+      }),
+    );
+  }
+
   async stop(): Promise<void> {
     this.running = false;
     await this.loop;
     await this.admin?.close();
   }
+}
+
+function memberSet(members: readonly EtcdMember[]): string {
+  return members
+    .map((m) => `${m.id}${m.isLearner ? ' (learner)' : ''}`)
+    .sort()
+    .join(', ');
 }
 
 export interface Ack {
@@ -158,7 +215,7 @@ export class KeyWriter {
   private loop: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly prefix: string,
+    readonly prefix: string,
     private readonly tls: Omit<ClusterAccess, 'endpoints'>,
     private readonly endpoints: () => string[],
   ) {}
