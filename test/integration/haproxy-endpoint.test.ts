@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createServer as createHttpsServer, request, type Server } from 'node:https';
 import { createServer as createTcpServer } from 'node:net';
@@ -239,4 +239,21 @@ test('stop() ends HAProxy by its PID and frees the address; a second stop() is a
   });
   await new Promise((resolve) => probe.close(resolve));
   await endpoint.stop();
+});
+
+test('a folder too long for a unix socket path still serves: the master socket goes under /tmp, and stop() removes it', async () => {
+  const deep = join(dir, 'a-folder-name-long-enough'.repeat(4), 'endpoint');
+  assert.ok(Buffer.byteLength(join(deep, 'master.sock')) > 107);
+  const long = new HaproxyEndpoint({ dir: deep, address: `${HOST}:6444`, stopGraceMs: 2000 });
+  const sockets = (): string[] => readdirSync('/tmp').filter((name) => name.startsWith('fastplane-haproxy-'));
+  const before = sockets();
+  try {
+    await long.route(backends.slice(0, 1));
+    assert.deepEqual(await long.routes(), [{ machine: 'm1', up: true }]);
+    assert.equal(sockets().length, before.length + 1);
+  } finally {
+    await long.stop();
+  }
+  assert.deepEqual(pidsUsing(deep), []);
+  assert.deepEqual(sockets(), before);
 });

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { ControlPlaneEndpoint, EndpointBackend } from '../../ports/machine-provider.ts';
@@ -52,8 +53,17 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     this.address = options.address;
     this.binary = options.binary ?? '/usr/sbin/haproxy';
     this.stopGraceMs = options.stopGraceMs ?? 5000;
-    // A unix socket's path holds at most 107 bytes (sun_path); a longer one would fail only at start.
-    if (Buffer.byteLength(this.path('master.sock')) > 107) throw new Error(`endpoint folder ${this.dir} is too long for HAProxy's master socket (a unix socket path holds at most 107 bytes)`);
+  }
+
+  /**
+   * The master socket: in the endpoint's folder, unless that path is longer than a unix socket's path
+   * may be (108 bytes of sun_path, its NUL included); then under /tmp, named after the folder, so every
+   * process that opens this endpoint finds the same one.
+   */
+  private masterSocket(): string {
+    const inFolder = this.path('master.sock');
+    if (Buffer.byteLength(inFolder) <= 107) return inFolder;
+    return `/tmp/fastplane-haproxy-${createHash('sha256').update(this.dir).digest('hex').slice(0, 24)}.sock`;
   }
 
   private path(name: string): string {
@@ -96,6 +106,7 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
       for (const pid of await this.host.pidsUsing(this.dir)) await this.host.stop(pid, this.dir, this.stopGraceMs);
       if (master !== undefined) await this.gone(master);
       await this.host.remove(this.path('haproxy.pid'));
+      await this.host.remove(this.masterSocket());
     });
   }
 
@@ -145,7 +156,7 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
     await this.host.remove(this.path('server-state'));
     await this.host.rename(candidate, configFile);
     // Foreground master (no -D): the PID spawned is the master's, whose SIGUSR2 reloads and SIGTERM stops.
-    const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.path('master.sock')},mode,600`];
+    const args = ['-W', '-C', this.dir, '-f', configFile, '-p', this.path('haproxy.pid'), '-S', `${this.masterSocket()},mode,600`];
     const master = await this.host.spawn(this.binary, args, logFile);
     try {
       await this.serving(master, backends, READY_MS);
@@ -213,7 +224,7 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   }
 
   private ask(command: string): Promise<string> {
-    return this.host.ask(this.path('master.sock'), command);
+    return this.host.ask(this.masterSocket(), command);
   }
 
   private async restore(configFile: string, previous: string | undefined): Promise<void> {
