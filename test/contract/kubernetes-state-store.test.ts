@@ -13,8 +13,14 @@ import { defineStateStoreContract } from './state-store-contract.ts';
 
 // One real kube-apiserver for the whole file (a one-machine Kubernetes control plane fastplane brings
 // up, on its own etcd member); each case has its own namespace, so cases never see each other's objects.
-const newEnv = cliEnvFactory();
 let env: CliEnv | undefined;
+// Registered before the env factory's clean-up (hooks run in order): `down` stops the apiserver and
+// etcd by their PIDs while the state dir is still there; the env's clean-up then kills anything left.
+after(async () => {
+  const down = await env?.run(['down', 'mgmt']);
+  assert.equal(down?.code, 0, down?.stderr);
+});
+const newEnv = cliEnvFactory();
 let kubectl: Kubectl | undefined;
 let namespaces = 0;
 
@@ -23,11 +29,6 @@ before(async () => {
   const up = await env.run(['up', '--name', 'mgmt', '--replicas', '1', '--kubernetes', TEST_KUBERNETES, '--timeout', '150s']);
   assert.equal(up.code, 0, up.stderr);
   kubectl = await kubectlFor(env, 'mgmt');
-});
-after(async () => {
-  // `down` stops the apiserver and etcd by their PIDs; the env's cleanup kills anything left under its dir.
-  const down = await env?.run(['down', 'mgmt']);
-  assert.equal(down?.code, 0, down?.stderr);
 });
 
 function server(): Kubectl {

@@ -9,6 +9,11 @@ import { kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts
 // A management cluster's API server (a one-machine Kubernetes control plane, its records in SQLite)
 // made the record store of an etcd-only cluster with --store kubernetes: up, status and down keep the
 // records in the API server, and kubectl shows the cluster's Lease with its holder.
+// Registered before the env factory's clean-up (hooks run in order): `down` runs while the state dir is there.
+after(async () => {
+  const down = await env.run(['down', 'mgmt']);
+  assert.equal(down.code, 0, down.stderr);
+});
 const newEnv = cliEnvFactory();
 const NAMESPACE = 'fastplane-system';
 let env: CliEnv;
@@ -19,10 +24,6 @@ before(async () => {
   const up = await env.run(['up', '--name', 'mgmt', '--replicas', '1', '--kubernetes', TEST_KUBERNETES, '--timeout', '150s']);
   assert.equal(up.code, 0, up.stderr);
   kubectl = await kubectlFor(env, 'mgmt');
-});
-after(async () => {
-  const down = await env.run(['down', 'mgmt']);
-  assert.equal(down.code, 0, down.stderr);
 });
 
 const storeFlags = (): string[] => ['--store', 'kubernetes', '--kubeconfig', kubectl.kubeconfig];
