@@ -100,6 +100,7 @@ describe('fastplane bench --host-bandwidth on the network lab', { timeout: 720_0
     );
     // On a shared host a run can get ahead of a calibration taken under more load: the bench then
     // exits 1 naming it, its result printed all the same. Either way the rest below must hold.
+    assert.ok(bench.stdout.trim() !== '', `bench printed no result (exit ${String(bench.code)}): ${bench.stderr}`);
     const result = JSON.parse(bench.stdout) as BenchResult;
     assert.equal(bench.code, result.modelErrors === 0 ? 0 : 1, bench.stderr);
     if (result.modelErrors > 0) assert.match(bench.stderr, /MODEL ERROR/);
