@@ -1,6 +1,6 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import { KUBERNETES_COMPONENTS, type ComponentKind, type KubernetesComponent, type KubernetesMachines } from '../ports/machine-provider.ts';
 import { residentBytes, type ComponentPids } from './process-memory.ts';
+import { pollUntilStopped } from './polling.ts';
 
 /**
  * Watches a Kubernetes control plane's machines from outside the reconcile loop while a run goes on,
@@ -49,16 +49,9 @@ export class ComponentWatcher {
     return { healthyAt: this.healthyAt, peakRssBytes: this.peaks, controlPlanePeakRssBytes: this.controlPlanePeak, samples: this.samples, intervalMs: POLL_MS };
   }
 
+  /** A machine going or a component restarting between two reads: the next tick reads again. */
   private async run(): Promise<void> {
-    while (!this.stopped) {
-      const started = Date.now();
-      try {
-        await this.tick();
-      } catch {
-        // A machine going or a component restarting between two reads: the next tick reads again.
-      }
-      await sleep(Math.max(0, POLL_MS - (Date.now() - started)));
-    }
+    await pollUntilStopped(POLL_MS, () => this.tick(), () => this.stopped);
   }
 
   private async tick(): Promise<void> {

@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { EtcdAdmin, EtcdMember } from '../ports/etcd-admin.ts';
+import { pollUntilStopped } from './polling.ts';
 
 /**
  * Watches a cluster's joins from outside fastplane, with its own etcd client, every 20 ms: when each
@@ -57,16 +57,9 @@ export class PromotionWatcher {
     return this.joins;
   }
 
+  /** No member answers yet (machines still provisioning) or one is restarting: try the next tick. */
   private async run(): Promise<void> {
-    while (!this.stopped) {
-      const started = Date.now();
-      try {
-        await this.tick();
-      } catch {
-        // No member answers yet (machines still provisioning) or one is restarting: try the next tick.
-      }
-      await sleep(Math.max(0, POLL_MS - (Date.now() - started)));
-    }
+    await pollUntilStopped(POLL_MS, () => this.tick(), () => this.stopped);
   }
 
   private async tick(): Promise<void> {

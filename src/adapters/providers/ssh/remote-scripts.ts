@@ -116,7 +116,7 @@ export function startScript(m: RemoteProcess, binary: string, args: string[], fe
   ].join('\n');
 }
 
-/** SIGTERM, up to graceMs, then SIGKILL; returns once the process is gone (or only a zombie). */
+/** SIGTERM, up to graceMs, then SIGKILL; returns once the process is gone (or only a zombie), waiting up to 15 s after SIGKILL: a killed etcd on a busy host can take seconds to exit. */
 export function stopScript(m: RemoteProcess, graceMs: number, fence: readonly string[]): string {
   const ticks = Math.max(0, Math.ceil(graceMs / 100));
   return [
@@ -128,7 +128,7 @@ export function stopScript(m: RemoteProcess, graceMs: number, fence: readonly st
     `kill -TERM "$pid" 2>/dev/null || true`,
     `i=0; while alive "$pid" && [ $i -lt ${String(ticks)} ]; do sleep 0.1; i=$((i + 1)); done`,
     `alive "$pid" && kill -KILL "$pid" 2>/dev/null || true`,
-    `i=0; while ! gone "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done`,
+    `i=0; while ! gone "$pid" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done`,
     `gone "$pid" || { echo "process $pid survived SIGKILL" >&2; exit 1; }`,
   ].join('\n');
 }

@@ -75,7 +75,7 @@ export function sshHaproxyHost(ssh: SshConnections, host: SshTarget, lockDir: st
           'kill -TERM "$pid" 2>/dev/null || true',
           `i=0; while ours "$pid" && ! gone "$pid" && [ $i -lt ${String(ticks)} ]; do sleep 0.1; i=$((i + 1)); done`,
           'ours "$pid" && ! gone "$pid" && kill -KILL "$pid" 2>/dev/null || true',
-          'i=0; while ! gone "$pid" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done',
+          'i=0; while ! gone "$pid" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done',
           'gone "$pid" || { echo "process $pid survived SIGKILL" >&2; exit 1; }',
         ].join('\n'),
         `stopping process ${String(pid)}`,
