@@ -57,6 +57,13 @@ class ProcessClaims implements AddressClaims {
 
 const processClaims = new ProcessClaims();
 
+/**
+ * Slot lookups in flight in this process, by pool and cluster: a parallel bring-up asks for every
+ * machine's address at once, and two lookups of one cluster must not race (the second would see the
+ * first's guard, take it for another store's cluster and give the shared claim back).
+ */
+const lookups = new Map<string, Promise<number>>();
+
 /** Guard addresses this process holds, with their listening sockets (unref'd: they never keep it alive). */
 const guards = new Map<string, Server>();
 
@@ -125,7 +132,16 @@ export class AddressSlots {
   }
 
   /** The cluster's slot: its claim in the store, or a new one that is free on this host. */
-  async slotFor(cluster: string): Promise<number> {
+  slotFor(cluster: string): Promise<number> {
+    const key = `${this.pool}\n${cluster}`;
+    const pending = lookups.get(key);
+    if (pending !== undefined) return pending;
+    const lookup = this.lookUp(cluster).finally(() => lookups.delete(key));
+    lookups.set(key, lookup);
+    return lookup;
+  }
+
+  private async lookUp(cluster: string): Promise<number> {
     // The provider's files for the cluster live there from its first address on.
     await mkdir(join(this.stateDir, 'clusters', cluster), { recursive: true });
     const claims = await this.claims.listClaims(this.pool);
