@@ -5,6 +5,7 @@ import { after, describe, test } from 'node:test';
 import type { BenchResult } from '../../src/bench/result.ts';
 import { writeFlatCalibration } from '../support/bench-calibration.ts';
 import { CliEnv } from '../support/cli.ts';
+import { benchResultOf } from '../support/bench-run.ts';
 import { NetLab } from '../support/netlab.ts';
 
 const LAB = 75;
@@ -98,12 +99,7 @@ describe('fastplane bench --host-bandwidth on the network lab', { timeout: 720_0
       ['bench', '--modes', 'learners', '--replicas', '3', '--provisioning-delay', '2s', '--keyspace', '8MiB', '--method', 'restore', '--host-bandwidth', RATE, '--timeout', '200s', '-o', 'json'],
       { FPL_LAB: String(LAB) },
     );
-    // On a shared host a run can get ahead of a calibration taken under more load: the bench then
-    // exits 1 naming it, its result printed all the same. Either way the rest below must hold.
-    assert.ok(bench.stdout.trim() !== '', `bench printed no result (exit ${String(bench.code)}): ${bench.stderr}`);
-    const result = JSON.parse(bench.stdout) as BenchResult;
-    assert.equal(bench.code, result.modelErrors === 0 ? 0 : 1, bench.stderr);
-    if (result.modelErrors > 0) assert.match(bench.stderr, /MODEL ERROR/);
+    const result = benchResultOf(bench);
     assert.equal(result.settings.linkLimit, 'both-directions');
     const c = result.calibration;
     for (const [term, samples, cold, fastest] of [
@@ -122,7 +118,6 @@ describe('fastplane bench --host-bandwidth on the network lab', { timeout: 720_0
 
     const run = result.runs[0]!;
     for (const mode of [run.learners!]) {
-      assert.equal(mode.modelError, mode.milestonesAhead.length > 0 || mode.boundSeconds > mode.seconds, `${mode.strategy}: a model error is a milestone or the end ahead of the bound`);
       assert.equal(mode.bound.inputs.initSeconds, c.restoreSeconds);
       const init = mode.machines.find((m) => m.role === 'init')!;
       const joins = mode.machines.filter((m) => m.role === 'join');

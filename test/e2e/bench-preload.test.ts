@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BenchResult } from '../../src/bench/result.ts';
 import { CliEnv, pidsUnder } from '../support/cli.ts';
+import { benchResultOf } from '../support/bench-run.ts';
 
 const env = new CliEnv('127.86');
 after(() => {
@@ -15,8 +15,7 @@ describe('fastplane bench --preload on real etcd', { timeout: 600_000 }, () => {
     // leader has compacted its log and each learner must be sent the database as a snapshot.
     const preloadBytes = 48_000_000;
     const bench = await env.run(['bench', '--modes', 'serial,parallel', '--replicas', '3', '--provisioning-delay', '1s', '--preload', '48MB', '--timeout', '150s', '-o', 'json']);
-    assert.equal(bench.code, 0, bench.stderr);
-    const result = JSON.parse(bench.stdout) as BenchResult;
+    const result = benchResultOf(bench);
     console.log(`calibration: ${JSON.stringify(result.calibration)}`);
     // The calibration timed a join with the same keyspace, or gave it up after 90 s (etcd's publish spin).
     assert.equal(result.calibration.keyspaceBytes, preloadBytes);

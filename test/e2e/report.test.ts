@@ -3,8 +3,8 @@ import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
-import type { BenchResult } from '../../src/bench/result.ts';
 import { CliEnv, pidsUnder } from '../support/cli.ts';
+import { benchResultOf } from '../support/bench-run.ts';
 
 const env = new CliEnv('127.85');
 after(() => {
@@ -94,9 +94,7 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     assert.equal(scale.code, 0, scale.stderr);
 
     const bench = await env.run(['bench', '--replicas', '3', '--provisioning-delay', '1s', '--modes', 'serial,parallel,guarded,learners', '--timeout', '90s', '-o', 'json']);
-    const result = JSON.parse(bench.stdout) as BenchResult;
-    // A run ahead of its bound (a loaded host can make one) exits 1 with the result printed all the same.
-    assert.equal(bench.code, result.modelErrors === 0 ? 0 : 1, bench.stderr);
+    const result = benchResultOf(bench);
     for (const key of ['serialSeconds', 'parallelSeconds', 'boundSeconds', 'speedup', 'efficiency'] as const) {
       assert.ok((result[key] ?? 0) > 0, `${key} is measured (${String(result[key])})`);
       assert.equal(result.medians[key], result[key], `${key} is the median of one run`);
@@ -119,7 +117,6 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     assert.equal(c.initSeconds, Math.min(c.coldSeconds.init, ...c.initSamplesSeconds));
     assert.equal(c.joinSeconds, Math.min(c.coldSeconds.join, ...c.joinSamplesSeconds));
     assert.equal(parallel.efficiency, Math.round((parallel.boundSeconds / parallel.seconds) * 1000) / 1000);
-    assert.equal(parallel.modelError, parallel.boundSeconds > parallel.seconds || parallel.milestonesAhead.length > 0);
     const latency = result.modes.parallel?.promotionLatency;
     assert.ok(latency?.medianSeconds != null && latency.maxSeconds != null, 'promotion latency is measured from outside');
     assert.equal(result.promotionLatencySeconds.parallel, latency.medianSeconds);
