@@ -1,8 +1,9 @@
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LANES, laneOf, testFiles, type Lane } from './test-lanes.ts';
+import { cpuMeter, type CpuMeter } from './test-cpu.ts';
 import { coresUsed, mayStart, type Durations } from './test-schedule.ts';
 
 /**
@@ -78,40 +79,12 @@ function countsIn(output: string): Counts {
   return counts;
 }
 
-/**
- * Runs a command and then writes to fd 3 the user and system CPU seconds of the processes below it
- * that were reaped in its tree (RUSAGE_CHILDREN, getrusage(2)). It does not make itself a child
- * subreaper (prctl PR_SET_CHILD_SUBREAPER): with it, the lab's ssh wipes saw SIGKILLed etcd processes
- * linger ("survived SIGKILL") in ssh-seams and the matrix, and without it they pass. So processes
- * started detached (handed to init) are not counted: a file's CPU is a floor.
- */
-const MEASURE_CPU = `
-import os, resource, signal, sys
-child = os.fork()
-if child == 0:
-    os.close(3)
-    os.execvp(sys.argv[1], sys.argv[1:])
-signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C ends the tests; we wait for them
-while True:
-    pid, status = os.wait()
-    if pid == child:
-        break
-usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-os.write(3, f"{usage.ru_utime + usage.ru_stime}\\n".encode())
-sys.exit(os.waitstatus_to_exitcode(status))
-`;
-
-/** Whether python3 runs here, to measure CPU; without it the files run unmeasured (one core each). */
-function canMeasureCpu(): boolean {
-  return spawnSync('python3', ['-c', ''], { stdio: 'ignore' }).status === 0;
-}
-
-function runFile(file: string, logDir: string, measureCpu: boolean): Promise<FileRun> {
+function runFile(file: string, logDir: string, meter: CpuMeter): Promise<FileRun> {
   const log = join(logDir, `${file.replaceAll('/', '_')}.log`);
   const out = createWriteStream(log);
   const started = performance.now();
   const test = [process.execPath, '--import', 'tsx', '--test', '--test-reporter=tap', file];
-  const [command, ...args] = measureCpu ? ['python3', '-c', MEASURE_CPU, ...test] : test;
+  const [command, ...args] = meter.command(file, test);
   const child = spawn(command!, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
   child.stdout!.pipe(out, { end: false });
   child.stderr!.pipe(out, { end: false });
@@ -121,7 +94,7 @@ function runFile(file: string, logDir: string, measureCpu: boolean): Promise<Fil
     const finish = (ok: boolean): void => {
       out.end(() => {
         const seconds = (performance.now() - started) / 1000;
-        const cpuSeconds = cpuReport.trim() === '' ? undefined : Number(cpuReport);
+        const cpuSeconds = meter.cpuSeconds(file, cpuReport);
         resolve({ file, seconds, cpuSeconds, ok, log, counts: countsIn(readFileSync(log, 'utf8')) });
       });
     };
@@ -146,7 +119,7 @@ function printFinished(run: FileRun): void {
   process.stdout.write(`${lines.slice(-FAILURE_LINES_SHOWN).map((line) => `    | ${line}`).join('\n')}\n    (whole output: ${run.log})\n`);
 }
 
-async function runGroup(group: Group, durations: Durations, logDir: string, cores: number, measureCpu: boolean): Promise<FileRun[]> {
+async function runGroup(group: Group, durations: Durations, logDir: string, cores: number, meter: CpuMeter): Promise<FileRun[]> {
   const expected = (file: string): number => durations[file]?.seconds ?? Number.POSITIVE_INFINITY;
   const coresOf = (file: string): number => coresUsed(durations[file]);
   const queue = [...group.files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
@@ -168,7 +141,7 @@ async function runGroup(group: Group, durations: Durations, logDir: string, core
           continue;
         }
         queue.splice(i, 1);
-        running.set(file, { started: performance.now(), done: runFile(file, logDir, measureCpu) });
+        running.set(file, { started: performance.now(), done: runFile(file, logDir, meter) });
       }
       const finished = await Promise.race([...running.values()].map((r) => r.done));
       running.delete(finished.file);
@@ -219,10 +192,14 @@ async function main(): Promise<void> {
   const durations = readDurations();
   const logDir = mkdtempSync(join(tmpdir(), 'fastplane-tests-'));
   const cores = Math.max(1, availableParallelism());
-  const measureCpu = canMeasureCpu();
-  if (!measureCpu) process.stdout.write('python3 not found: CPU seconds are not measured, unknown files count as one core each\n');
+  const meter = cpuMeter();
+  process.stdout.write(`CPU per file: ${meter.description}\n`);
   const runs: FileRun[] = [];
-  for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, cores, measureCpu)));
+  try {
+    for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, cores, meter)));
+  } finally {
+    meter.close();
+  }
   printSummary(runs, logDir);
   if (record) {
     writeDurations(runs, new Set(all));

@@ -9,7 +9,7 @@ import { mayRunBeside } from './test-lanes.ts';
 /** A file's run on an idle 2-core machine: measured by a `--record` run, or estimated by hand. */
 export interface Duration {
   seconds: number;
-  /** User and system CPU of the processes reaped in the file's tree (detached etcd and apiservers not counted: a floor). */
+  /** User and system CPU of every process the file started (scripts/test-cpu.ts). */
   cpuSeconds?: number;
   source: 'measured' | 'estimate';
 }
