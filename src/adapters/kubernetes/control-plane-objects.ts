@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   ApiException,
   AuthorizationV1Api,
@@ -42,6 +43,9 @@ export interface KubernetesObjectsOptions {
 }
 
 const MERGE_PATCH = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** Tries of one Event, 1, 2, 3 and 4 s apart: a watch cut or an API server restart is over by then. */
+const EVENT_TRIES = 5;
+const EVENT_RETRY_MS = 1_000;
 /** client-node's requests have no timeout of their own: a call on a dead connection could wait forever. */
 const CALL_TIMEOUT_MS = 30_000;
 
@@ -172,10 +176,18 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
       type: event.type,
       regarding: { apiVersion: API_VERSION, kind: KIND, namespace: ref.namespace, name: ref.name, uid: ref.uid },
     });
-    try {
-      await bounded('create event', this.events.createNamespacedEvent({ namespace: ref.namespace, body }));
-    } catch (error) {
-      throw apiError(error, 'create events.k8s.io events');
+    // Like client-go's recorder: a cut connection or a busy server is tried again, the same name each
+    // time, so an Event a lost answer had written already is AlreadyExists, not a second Event.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await bounded('create event', this.events.createNamespacedEvent({ namespace: ref.namespace, body }));
+        return;
+      } catch (error) {
+        if (error instanceof ApiException && error.code === 409) return;
+        const retriable = !(error instanceof ApiException) || error.code === 429 || error.code >= 500;
+        if (!retriable || attempt >= EVENT_TRIES) throw apiError(error, 'create events.k8s.io events');
+        await sleep(EVENT_RETRY_MS * attempt);
+      }
     }
   }
 
