@@ -4,6 +4,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
+import { CONTROL_PLANE_PERMISSIONS, controllerRules } from '../../src/api/rbac.ts';
 import { cliEnvFactory, isRunning, pidsUnder, type CliEnv, type CliRun } from '../support/cli.ts';
 import type { Kubectl } from '../support/kubectl.ts';
 import { controllerEvents, eventually, managementCluster, type ManagementCluster } from '../support/management-cluster.ts';
@@ -142,6 +143,20 @@ describe('fastplane controller --kubeadm-control-planes: Cluster API KubeadmCont
     await admin.run(['delete', 'kcp', 'web', '--timeout=120s'], 130_000);
     assert.deepEqual(members.filter(isRunning), [], 'no etcd process of web left once the object is gone');
     assert.ok(!env.controlPlanes().includes('web'));
+  });
+
+  test('a role without the kubeadmcontrolplanes verbs: the controller with --kubeadm-control-planes names them and exits 1', async () => {
+    const role = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'fastplane-no-kcp' }, rules: controllerRules(CONTROL_PLANE_PERMISSIONS) };
+    const file = join(env.stateDir, 'no-kcp.yaml');
+    writeFileSync(file, stringify(role));
+    await admin.run(['apply', '-f', file]);
+    await admin.run(['create', 'serviceaccount', 'no-kcp', '-n', 'fastplane-system']);
+    await admin.run(['create', 'clusterrolebinding', 'fastplane-no-kcp', '--clusterrole', 'fastplane-no-kcp', '--serviceaccount', 'fastplane-system:no-kcp']);
+    const kubeconfig = await mgmt.accountKubeconfig('no-kcp', 'fastplane-system', 'no-kcp.kubeconfig');
+    const run = await env.run(['controller', '--kubeconfig', kubeconfig, '--kubeadm-control-planes', '--metrics-address', '127.133.0.1:0', '--id', 'no-kcp']);
+    assert.equal(run.code, 1, run.stderr);
+    const missing = ['list kubeadmcontrolplanes', 'watch kubeadmcontrolplanes', 'patch kubeadmcontrolplanes', 'patch kubeadmcontrolplanes/status'].map((p) => `${p} (controlplane.cluster.x-k8s.io)`).join(', ');
+    assert.ok(run.stderr.includes(`error: forbidden: the controller may not ${missing} on https://`), run.stderr);
   });
 
   after(async () => {
