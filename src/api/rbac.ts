@@ -1,11 +1,14 @@
 import { stringify } from 'yaml';
 import { CRD_GROUP, CRD_PLURAL } from './crd.ts';
+import { KCP_GROUP, KCP_PLURAL } from './kcp/kubeadm-control-plane.ts';
 
 /**
  * The controller's identity on a management cluster and its least privilege: exactly the calls
  * `fastplane controller --kubeconfig` makes (the informer's list and watch, merge patches of the
- * finalizers and of the status subresource, Events), nothing else. The controller checks these at
- * start with SelfSubjectAccessReviews, which every authenticated identity may create.
+ * finalizers and of the status subresource, Events), nothing else; the same on Cluster API's
+ * KubeadmControlPlanes for `--kubeadm-control-planes` (a rule on a resource no CRD defines grants
+ * nothing). The controller checks what it uses at start with SelfSubjectAccessReviews, which every
+ * authenticated identity may create.
  */
 
 export const CONTROLLER_NAMESPACE = 'fastplane-system';
@@ -20,11 +23,21 @@ export interface Permission {
   verbs: readonly string[];
 }
 
-export const CONTROLLER_PERMISSIONS: readonly Permission[] = [
+/** What the controller needs for ControlPlane objects, and for the Events on any object. */
+export const CONTROL_PLANE_PERMISSIONS: readonly Permission[] = [
   { group: CRD_GROUP, resource: CRD_PLURAL, verbs: ['list', 'watch', 'patch'] },
   { group: CRD_GROUP, resource: `${CRD_PLURAL}/status`, verbs: ['patch'] },
   { group: 'events.k8s.io', resource: 'events', verbs: ['create'] },
 ];
+
+/** What it needs beside those for KubeadmControlPlane objects: no scale, which only `kubectl scale` uses. */
+export const KCP_PERMISSIONS: readonly Permission[] = [
+  { group: KCP_GROUP, resource: KCP_PLURAL, verbs: ['list', 'watch', 'patch'] },
+  { group: KCP_GROUP, resource: `${KCP_PLURAL}/status`, verbs: ['patch'] },
+];
+
+/** The ClusterRole's permissions. */
+export const CONTROLLER_PERMISSIONS: readonly Permission[] = [...CONTROL_PLANE_PERMISSIONS, ...KCP_PERMISSIONS];
 
 /** The rules of the controller's ClusterRole, one per group and resource. */
 export function controllerRules(permissions: readonly Permission[] = CONTROLLER_PERMISSIONS): Record<string, unknown>[] {

@@ -271,6 +271,7 @@ export function buildProgram(): Command {
     .description("apply the CRDs (fastplane crds) and the controller's least-privilege RBAC (a ServiceAccount, ClusterRole and binding) to a cluster with kubectl, and wait until the CRDs are served")
     .option('--kubectl <path>', 'the kubectl to run (default: the newest installed Kubernetes\'s)')
     .addOption(new Option('--timeout <duration>', 'give up after this long').default('60s'))
+    .option('--kubeadm-control-plane-crd <file>', "also apply Cluster API's KubeadmControlPlane CRD from this file (scripts/install-cluster-api-crds.sh prints its path), served as v1beta2 only")
     // --kubeconfig is global (the kubernetes store's too): commander gives it to the program wherever it stands.
     .action(async (flags: InstallFlags) => withContext(program, async () => (await import('./commands/crds.ts')).installCommand({ ...flags, ...kubeconfigOf(program) })));
 
@@ -283,6 +284,7 @@ export function buildProgram(): Command {
     // --kubeconfig (global): also reconcile that management cluster's ControlPlane objects, with status, Events and a teardown finalizer.
     .option('--namespace <name>', "with --kubeconfig: only this namespace's ControlPlane objects (default: all namespaces)")
     .option('--relist-every <duration>', 'with --kubeconfig: list the objects again this often, whatever the watch says', '60s')
+    .option('--kubeadm-control-planes', 'with --kubeconfig: also reconcile Cluster API KubeadmControlPlanes (v1beta2) annotated fastplane.dev/manage: "true"')
     .action(async (flags: ControllerFlags) =>
       withContext(program, async (ctx) => (await import('./commands/controller.ts')).controllerCommand(ctx, { ...flags, ...kubeconfigOf(program) }), { defaultLeaseTtlMs: 3_000, logToStdout: true }),
     );

@@ -1,5 +1,6 @@
 import type { ControlPlaneStatus } from '../api/control-plane-status.ts';
 import { compareVersions } from '../api/versions.ts';
+import type { StatusBody } from '../ports/control-plane-objects.ts';
 import type { ControlPlaneStatusDocument } from '../reconciler/status.ts';
 
 /**
@@ -81,6 +82,6 @@ export function objectStatus(input: ObjectStatusInput): ControlPlaneStatus {
 }
 
 /** Whether two statuses say the same: the controller writes only what changed (no write per pass). */
-export function sameStatus(a: ControlPlaneStatus | undefined, b: ControlPlaneStatus): boolean {
+export function sameStatus(a: StatusBody | undefined, b: StatusBody): boolean {
   return a !== undefined && JSON.stringify(a) === JSON.stringify(b);
 }

@@ -1,9 +1,7 @@
-import type { ControlPlaneStatus } from '../api/control-plane-status.ts';
-
 /**
- * ControlPlane objects on a management cluster's API server, as the controller sees them: a watch
- * that delivers every object again after each (re-)list, and the few writes the controller makes
- * (finalizers, the status subresource, Events). The Kubernetes adapter implements it with
+ * ControlPlane objects (or Cluster API's KubeadmControlPlanes) on a management cluster's API server,
+ * as the controller sees them: a watch that delivers every object again after each (re-)list, and the
+ * few writes the controller makes (finalizers, the status subresource, Events). The Kubernetes adapter implements it with
  * @kubernetes/client-node; tests may implement it in memory.
  */
 
@@ -19,6 +17,8 @@ export interface ControlPlaneObject extends ObjectRef {
   generation: number;
   resourceVersion: string;
   finalizers: string[];
+  /** metadata.annotations (a KubeadmControlPlane opts in with one). */
+  annotations?: Readonly<Record<string, string>>;
   /** metadata.deletionTimestamp is set: `kubectl delete` waits for the finalizers. */
   deleting: boolean;
   /** The object's spec as stored (the CRD's schema and defaults applied), not yet checked by the CLI's schema. */
@@ -36,6 +36,9 @@ export interface ObjectEvent {
   at: number;
 }
 
+/** The status subresource's content, in the object kind's own shape. */
+export type StatusBody = Readonly<Record<string, unknown>>;
+
 export interface ObjectWatch {
   close(): void;
 }
@@ -50,7 +53,7 @@ export interface ControlPlaneObjects {
   /** Sets metadata.finalizers, only if the object is still at `object.resourceVersion` (else ConflictError). */
   setFinalizers(object: ControlPlaneObject, finalizers: string[]): Promise<void>;
   /** Replaces the status through the status subresource. */
-  writeStatus(ref: ObjectRef, status: ControlPlaneStatus): Promise<void>;
+  writeStatus(ref: ObjectRef, status: StatusBody): Promise<void>;
   recordEvent(ref: ObjectRef, event: ObjectEvent): Promise<void>;
   /** What this identity may not do of what the controller needs: `verb resource` each (empty when everything is allowed). */
   missingPermissions(): Promise<string[]>;

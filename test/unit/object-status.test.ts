@@ -1,46 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { defaultControlPlane } from '../../src/api/control-plane.ts';
 import { ControlPlaneStatusSchema } from '../../src/api/control-plane-status.ts';
 import { INVALID_SPEC_REASON, objectStatus, sameStatus } from '../../src/controller/object-status.ts';
-import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
+import { rollingOut } from '../support/status-document.ts';
 
 // The status subresource of a ControlPlane object, mapped from the document `fastplane status` prints.
 
 const NOW = Date.parse('2026-12-07T10:00:00.000Z');
-
-function machine(name: string, version: string): ControlPlaneStatusDocument['status']['machines'][number] {
-  return { name, phase: 'Running', role: 'voter', memberId: '1', address: null, clientURL: null, peerURL: null, version, failureDomain: null, createdAt: '2026-12-07T09:00:00.000Z', phaseTimes: {} };
-}
-
-/** A document of 3 machines mid rollout from 3.5.30 to the spec's 3.6.17: one updated, two to go. */
-function rollingOut(): ControlPlaneStatusDocument {
-  const manifest = defaultControlPlane('web');
-  manifest.spec.replicas = 3;
-  return {
-    name: 'web',
-    metadata: { name: 'web', generation: 4 },
-    spec: manifest.spec,
-    status: {
-      observedGeneration: 4,
-      reconciler: null,
-      phase: 'RollingOut',
-      replicas: 3,
-      readyReplicas: 2,
-      voters: 3,
-      learners: 1,
-      leader: 'web-1',
-      endpoints: [],
-      conditions: [
-        { type: 'Available', status: 'True', reason: 'QuorumHealthy', message: '3 healthy voters, quorum 2', lastTransitionTime: '2026-12-07T09:10:00.123Z' },
-        { type: 'RollingOut', status: 'True', reason: 'RollingOut', message: 'RollingOut in progress', lastTransitionTime: '2026-12-07T09:50:00.000Z' },
-        { type: 'ScalingUp', status: 'False', reason: 'NotScalingUp', message: '', lastTransitionTime: '2026-12-07T09:10:00.000Z' },
-      ],
-      machines: [machine('web-1', '3.5.30'), machine('web-2', '3.6.17'), machine('web-3', '3.5.30'), machine('web-4', '3.6.17')],
-      waits: [],
-    },
-  };
-}
 
 describe('objectStatus', () => {
   test('maps the status document: the same conditions and reasons, each with the observed generation, and v1beta2 counters', () => {

@@ -15,10 +15,9 @@ import {
   type KubernetesListObject,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import type { ControlPlaneStatus } from '../../api/control-plane-status.ts';
-import { API_VERSION, KIND } from '../../api/control-plane.ts';
+import { KIND } from '../../api/control-plane.ts';
 import { CRD_GROUP, CRD_PLURAL, CRD_VERSION } from '../../api/crd.ts';
-import { CONTROLLER_PERMISSIONS, type Permission } from '../../api/rbac.ts';
+import { CONTROL_PLANE_PERMISSIONS, type Permission } from '../../api/rbac.ts';
 import {
   ConflictError,
   ForbiddenError,
@@ -27,14 +26,30 @@ import {
   type ObjectEvent,
   type ObjectRef,
   type ObjectWatch,
+  type StatusBody,
 } from '../../ports/control-plane-objects.ts';
 import { RelistingInformer } from './relisting-informer.ts';
 
 /** Who writes the Events (events.k8s.io/v1 reportingController). */
 export const REPORTING_CONTROLLER = 'fastplane.dev/controller';
 
+/** Which objects: a namespaced custom resource with the status subresource. */
+export interface ObjectResource {
+  group: string;
+  version: string;
+  plural: string;
+  kind: string;
+  /** What the controller does with them, checked at start. */
+  permissions: readonly Permission[];
+}
+
+/** fastplane's own ControlPlane objects. */
+export const CONTROL_PLANE_RESOURCE: ObjectResource = { group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, kind: KIND, permissions: CONTROL_PLANE_PERMISSIONS };
+
 export interface KubernetesObjectsOptions {
   kubeconfigFile: string;
+  /** ControlPlane objects when undefined. */
+  resource?: ObjectResource | undefined;
   /** Only this namespace's objects; all namespaces when undefined. */
   namespace: string | undefined;
   /** This replica, for the Events' reportingInstance. */
@@ -95,19 +110,22 @@ function toObject(resource: ControlPlaneResource): ControlPlaneObject | undefine
     generation: meta.generation ?? 0,
     resourceVersion: meta.resourceVersion ?? '',
     finalizers: meta.finalizers ?? [],
+    annotations: meta.annotations ?? {},
     deleting: meta.deletionTimestamp !== undefined,
     spec: resource.spec,
   };
 }
 
-/** ControlPlane objects (fastplane.dev/v1alpha1) on an API server, through @kubernetes/client-node 1.x. */
+/** ControlPlane objects (fastplane.dev/v1alpha1), or another resource's, on an API server, through @kubernetes/client-node 1.x. */
 export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
   private readonly kubeconfig = new KubeConfig();
+  private readonly resource: ObjectResource;
   private readonly custom: CustomObjectsApi;
   private readonly events: EventsV1Api;
   private readonly authorization: AuthorizationV1Api;
 
   constructor(private readonly options: KubernetesObjectsOptions) {
+    this.resource = options.resource ?? CONTROL_PLANE_RESOURCE;
     this.kubeconfig.loadFromFile(options.kubeconfigFile);
     this.custom = this.kubeconfig.makeApiClient(CustomObjectsApi);
     this.events = this.kubeconfig.makeApiClient(EventsV1Api);
@@ -121,18 +139,19 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
 
   watch(onObject: (object: ControlPlaneObject) => void, onTrouble: (message: string) => void): ObjectWatch {
     const { namespace } = this.options;
-    const base = { group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL };
+    const { group, version, plural } = this.resource;
+    const base = { group, version, plural };
     const list = async (): Promise<KubernetesListObject<KubernetesObject>> => {
       try {
         const listed: unknown = namespace === undefined ? await this.custom.listCustomObjectForAllNamespaces(base) : await this.custom.listNamespacedCustomObject({ ...base, namespace });
         return listed as KubernetesListObject<KubernetesObject>;
       } catch (error) {
-        throw apiError(error, `list ${CRD_PLURAL}`);
+        throw apiError(error, `list ${plural}`);
       }
     };
     return new RelistingInformer({
       kubeconfig: this.kubeconfig,
-      path: `/apis/${CRD_GROUP}/${CRD_VERSION}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${CRD_PLURAL}`,
+      path: `/apis/${group}/${version}${namespace === undefined ? '' : `/namespaces/${namespace}`}/${plural}`,
       list,
       relistEveryMs: this.options.relistEveryMs,
       onObject: (resource) => {
@@ -146,18 +165,20 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
   async setFinalizers(object: ControlPlaneObject, finalizers: string[]): Promise<void> {
     // A merge patch replaces the list whole; the resourceVersion in it makes the write conditional.
     const body = { metadata: { finalizers, resourceVersion: object.resourceVersion } };
+    const { group, version, plural } = this.resource;
     try {
-      await bounded('patch finalizers', this.custom.patchNamespacedCustomObject({ group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, namespace: object.namespace, name: object.name, body }, MERGE_PATCH));
+      await bounded('patch finalizers', this.custom.patchNamespacedCustomObject({ group, version, plural, namespace: object.namespace, name: object.name, body }, MERGE_PATCH));
     } catch (error) {
-      throw apiError(error, `patch ${CRD_PLURAL} (metadata.finalizers of ${object.namespace}/${object.name})`);
+      throw apiError(error, `patch ${plural} (metadata.finalizers of ${object.namespace}/${object.name})`);
     }
   }
 
-  async writeStatus(ref: ObjectRef, status: ControlPlaneStatus): Promise<void> {
+  async writeStatus(ref: ObjectRef, status: StatusBody): Promise<void> {
+    const { group, version, plural } = this.resource;
     try {
-      await bounded('patch status', this.custom.patchNamespacedCustomObjectStatus({ group: CRD_GROUP, version: CRD_VERSION, plural: CRD_PLURAL, namespace: ref.namespace, name: ref.name, body: { status } }, MERGE_PATCH));
+      await bounded('patch status', this.custom.patchNamespacedCustomObjectStatus({ group, version, plural, namespace: ref.namespace, name: ref.name, body: { status } }, MERGE_PATCH));
     } catch (error) {
-      throw apiError(error, `patch ${CRD_PLURAL}/status (${ref.namespace}/${ref.name})`);
+      throw apiError(error, `patch ${plural}/status (${ref.namespace}/${ref.name})`);
     }
   }
 
@@ -174,7 +195,7 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
       reason: event.reason.slice(0, 128),
       note: event.note.slice(0, 1024),
       type: event.type,
-      regarding: { apiVersion: API_VERSION, kind: KIND, namespace: ref.namespace, name: ref.name, uid: ref.uid },
+      regarding: { apiVersion: `${this.resource.group}/${this.resource.version}`, kind: this.resource.kind, namespace: ref.namespace, name: ref.name, uid: ref.uid },
     });
     // Like client-go's recorder: a cut connection or a busy server is tried again, the same name each
     // time, so an Event a lost answer had written already is AlreadyExists, not a second Event.
@@ -193,7 +214,7 @@ export class KubernetesControlPlaneObjects implements ControlPlaneObjects {
 
   async missingPermissions(): Promise<string[]> {
     const missing: string[] = [];
-    for (const permission of CONTROLLER_PERMISSIONS) {
+    for (const permission of this.resource.permissions) {
       for (const verb of permission.verbs) {
         if (!(await this.allowed(permission, verb))) missing.push(`${verb} ${permission.resource}${permission.group === '' ? '' : ` (${permission.group})`}`);
       }

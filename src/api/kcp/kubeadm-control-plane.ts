@@ -12,6 +12,11 @@ import { EXTRA_ARGS_USED, topLevelTree, walkFields, type KcpApiVersion } from '.
 
 export const KCP_GROUP = 'controlplane.cluster.x-k8s.io';
 export const KCP_KIND = 'KubeadmControlPlane';
+export const KCP_PLURAL = 'kubeadmcontrolplanes';
+/** The version the controller watches and writes: Cluster API's storage version since v1.11. */
+export const KCP_VERSION = 'v1beta2';
+/** KubeadmControlPlane objects the controller reconciles carry this annotation, set to "true"; it leaves the others alone. */
+export const MANAGE_ANNOTATION = 'fastplane.dev/manage';
 
 export interface KcpConversion {
   manifest: ControlPlane;

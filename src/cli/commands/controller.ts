@@ -1,8 +1,11 @@
 import { hostname } from 'node:os';
+import type { KubernetesControlPlaneObjects as KubernetesObjects, ObjectResource } from '../../adapters/kubernetes/control-plane-objects.ts';
 import { parseDuration } from '../../api/duration.ts';
 import { InvalidInputError } from '../../api/errors.ts';
-import { CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE } from '../../api/rbac.ts';
+import { KCP_GROUP, KCP_KIND, KCP_PLURAL, KCP_VERSION } from '../../api/kcp/kubeadm-control-plane.ts';
+import { CONTROLLER_ACCOUNT, CONTROLLER_NAMESPACE, KCP_PERMISSIONS } from '../../api/rbac.ts';
 import { Controller } from '../../controller/controller.ts';
+import { kubeadmControlPlaneKind } from '../../controller/kcp-objects.ts';
 import { ObjectSync } from '../../controller/object-sync.ts';
 import { serveEndpoints } from '../../controller/http-endpoints.ts';
 import { PrometheusMetrics } from '../../controller/prometheus-metrics.ts';
@@ -20,6 +23,7 @@ export interface ControllerFlags {
   kubeconfig?: string;
   namespace?: string;
   relistEvery: string;
+  kubeadmControlPlanes?: boolean;
 }
 
 /** After SIGTERM the process exits within this, whatever the store does (Kubernetes gives a pod 30 s). */
@@ -51,33 +55,47 @@ export function parseId(text: string | undefined): string {
 }
 
 /**
- * With --kubeconfig: the ControlPlane objects of the management cluster, checked first for every
- * permission the controller needs (a missing one is one clear line, not a failure mid-pass).
+ * With --kubeconfig: the ControlPlane objects of the management cluster (and with
+ * --kubeadm-control-planes its KubeadmControlPlanes too), checked first for every permission the
+ * controller needs (a missing one is one clear line, not a failure mid-pass).
  */
-async function managementObjects(ctx: CliContext, flags: ControllerFlags, id: string, onForbidden: (error: ForbiddenError) => void): Promise<ObjectSync | undefined> {
+async function managementObjects(ctx: CliContext, flags: ControllerFlags, id: string, onForbidden: (error: ForbiddenError) => void): Promise<ObjectSync[]> {
   if (flags.kubeconfig === undefined) {
     if (flags.namespace !== undefined) throw new InvalidInputError(['--namespace: needs --kubeconfig (the management cluster whose objects to reconcile)']);
-    return undefined;
+    if (flags.kubeadmControlPlanes === true) throw new InvalidInputError(['--kubeadm-control-planes: needs --kubeconfig (the management cluster whose objects to reconcile)']);
+    return [];
   }
+  const kubeconfigFile = flags.kubeconfig;
   const relistEveryMs = parseDuration(flags.relistEvery);
   if (relistEveryMs === undefined || relistEveryMs < 1_000) throw new InvalidInputError([`--relist-every: must be a duration of 1s or more, such as 60s, got ${flags.relistEvery}`]);
   const { KubernetesControlPlaneObjects } = await import('../../adapters/kubernetes/control-plane-objects.ts');
-  let objects;
-  try {
-    objects = new KubernetesControlPlaneObjects({ kubeconfigFile: flags.kubeconfig, namespace: flags.namespace, instance: id, relistEveryMs });
-  } catch (error) {
-    throw new InvalidInputError([`--kubeconfig: cannot load ${flags.kubeconfig}: ${error instanceof Error ? error.message : String(error)}`]);
+  const open = async (resource?: ObjectResource): Promise<KubernetesObjects> => {
+    let objects;
+    try {
+      objects = new KubernetesControlPlaneObjects({ kubeconfigFile, namespace: flags.namespace, instance: id, relistEveryMs, resource });
+    } catch (error) {
+      throw new InvalidInputError([`--kubeconfig: cannot load ${kubeconfigFile}: ${error instanceof Error ? error.message : String(error)}`]);
+    }
+    let missing;
+    try {
+      missing = await objects.missingPermissions();
+    } catch (error) {
+      throw new InvalidInputError([`--kubeconfig: the API server ${objects.server} did not answer: ${error instanceof Error ? error.message : String(error)}`]);
+    }
+    if (missing.length > 0) {
+      throw new ForbiddenError(`forbidden: the controller may not ${missing.join(', ')} on ${objects.server}; fastplane install --kubeconfig FILE grants these to the ServiceAccount ${CONTROLLER_NAMESPACE}/${CONTROLLER_ACCOUNT}`);
+    }
+    return objects;
+  };
+  // Names are one namespace in the store, whatever kind of object asked for them.
+  const owners = new Map<string, string>();
+  const syncs = [new ObjectSync({ runtime: ctx, objects: await open(), clock: systemClock, timers: systemTimers, onForbidden, owners })];
+  if (flags.kubeadmControlPlanes === true) {
+    const [{ listEtcdVersions }, { listKubernetesVersions }] = await Promise.all([import('../../adapters/etcd/etcd-binaries.ts'), import('../../adapters/kubernetes/kubernetes-binaries.ts')]);
+    const objects = await open({ group: KCP_GROUP, version: KCP_VERSION, plural: KCP_PLURAL, kind: KCP_KIND, permissions: KCP_PERMISSIONS });
+    syncs.push(new ObjectSync({ runtime: ctx, objects, clock: systemClock, timers: systemTimers, onForbidden, owners, kind: kubeadmControlPlaneKind(listEtcdVersions, listKubernetesVersions) }));
   }
-  let missing;
-  try {
-    missing = await objects.missingPermissions();
-  } catch (error) {
-    throw new InvalidInputError([`--kubeconfig: the API server ${objects.server} did not answer: ${error instanceof Error ? error.message : String(error)}`]);
-  }
-  if (missing.length > 0) {
-    throw new ForbiddenError(`forbidden: the controller may not ${missing.join(', ')} on ${objects.server}; fastplane install --kubeconfig FILE grants these to the ServiceAccount ${CONTROLLER_NAMESPACE}/${CONTROLLER_ACCOUNT}`);
-  }
-  return new ObjectSync({ runtime: ctx, objects, clock: systemClock, timers: systemTimers, onForbidden });
+  return syncs;
 }
 
 /** Resolves on the first SIGTERM or SIGINT, with its name. */
@@ -111,7 +129,7 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
       resolve('forbidden');
     };
   });
-  const sync = await managementObjects(ctx, flags, id, (error) => {
+  const syncs = await managementObjects(ctx, flags, id, (error) => {
     onForbidden(error);
   });
   const metrics = new PrometheusMetrics();
@@ -127,11 +145,11 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     callBoundMs: leaseCallBoundMs(ctx.leaseTtlMs),
     log: ctx.log,
     metrics,
-    // Each recorded event also becomes an Event on the cluster's ControlPlane object, if it has one.
+    // Each recorded event also becomes an Event on the cluster's object, if it has one.
     depsFor: async (manifest, writer, notify) =>
       ctx.passDeps(await ctx.clusterPorts(manifest), (event) => {
         notify(event);
-        sync?.onEvent(event);
+        for (const sync of syncs) sync.onEvent(event);
       })(writer),
   });
   let server;
@@ -141,8 +159,9 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     throw new InvalidInputError([`--metrics-address: cannot listen on ${flags.metricsAddress}: ${error instanceof Error ? error.message : String(error)}`]);
   }
   await controller.start();
-  sync?.start();
-  ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs, kubeconfig: flags.kubeconfig }, `controller ${id} started${sync ? ` with the ControlPlane objects of ${flags.namespace === undefined ? 'every namespace' : `namespace ${flags.namespace}`}` : ''}; metrics on http://${flags.metricsAddress}/metrics`);
+  for (const sync of syncs) sync.start();
+  const kinds = flags.kubeadmControlPlanes === true ? 'ControlPlane and annotated KubeadmControlPlane objects' : 'ControlPlane objects';
+  ctx.log.info({ id, metricsAddress: flags.metricsAddress, maxConcurrentReconciles, leaseTtlMs: ctx.leaseTtlMs, kubeconfig: flags.kubeconfig }, `controller ${id} started${syncs.length > 0 ? ` with the ${kinds} of ${flags.namespace === undefined ? 'every namespace' : `namespace ${flags.namespace}`}` : ''}; metrics on http://${flags.metricsAddress}/metrics`);
   const signal = await Promise.race([stop, refused]);
   if (forbidden) {
     process.stderr.write(`error: ${forbidden.message}\n`);
@@ -155,7 +174,7 @@ export async function controllerCommand(ctx: CliContext, flags: ControllerFlags)
     ctx.log.warn({ id, deadlineMs: SHUTDOWN_DEADLINE_MS }, `controller ${id}: shutdown deadline (${String(SHUTDOWN_DEADLINE_MS)} ms) reached; exiting`);
     process.exit(code);
   }, SHUTDOWN_DEADLINE_MS - EXIT_MARGIN_MS).unref();
-  const [released] = await Promise.all([controller.stop(PASSES_BOUND_MS, RELEASE_BOUND_MS), sync?.stop(PASSES_BOUND_MS)]);
+  const [released] = await Promise.all([controller.stop(PASSES_BOUND_MS, RELEASE_BOUND_MS), ...syncs.map((sync) => sync.stop(PASSES_BOUND_MS))]);
   await new Promise<void>((resolve) => {
     server.close(() => {
       resolve();
