@@ -10,7 +10,10 @@
 #    others', to show that a lease is judged on the store's clock only.
 #  - haproxy: a Kubernetes control plane's endpoint (src/adapters/endpoint/), in front of the
 #    apiservers, as kubeadm's HA guide builds it; test/e2e/kubernetes-control-plane.test.ts runs it.
-#  - python3: scripts/run-tests.ts measures each test file's CPU through it (a child subreaper).
+#  - python3: scripts/run-tests.ts measures each test file's CPU through it where it cannot make a
+#    cgroup (scripts/test-cpu.ts).
+#  - Cluster API's KubeadmControlPlane CRD (scripts/install-cluster-api-crds.sh, from Cluster API's Go
+#    module): test/e2e/management-kcp.test.ts installs it on a management cluster.
 # Each tool is a command the tests run and the Debian packages that provide it; only missing ones are
 # installed. apt output is shown only on failure, with the mirror redacted (same rule as install-etcd.sh).
 set -euo pipefail
@@ -39,6 +42,7 @@ for entry in "${TOOLS[@]}"; do
     missing+=($packages)
   fi
 done
+bash "$(dirname "$0")/install-cluster-api-crds.sh" >/dev/null
 if [ ${#missing[@]} -eq 0 ]; then exit 0; fi
 
 log "installing ${missing[*]} from the system apt sources"
