@@ -5,7 +5,7 @@ import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts'
 import { learnerLimitOf, pidsUnder, statusOf } from '../support/cli.ts';
 import { ClusterWatch } from '../support/cluster-watch.ts';
 import { adminFor, askEtcd, kvClientFor } from '../support/etcd-direct.ts';
-import { converged, waitFor, type ChaosScenario } from './scenario-run.ts';
+import { converged, waitFor, type ChaosScenario, type ReconfigurationMode } from './scenario-run.ts';
 
 const FAST_REMEDIATION = { unhealthyAfter: '3s', learnerStuckAfter: '30s' };
 
@@ -278,6 +278,22 @@ export const OLDER_VERSION_SCENARIOS: ChaosScenario[] = [
   onVersion('kill the leader during a promotion', '3.4.23', '127.123'),
   onVersion('two voters killed in a five-member cluster', '3.4.23', '127.124'),
 ];
+
+/**
+ * The suite's chaos files and what each runs. A scenario's guarded run stays in the file of its etcd
+ * run (the two share a loopback range, so they must not run at once); the rest of SCENARIOS is dealt
+ * alternately to two files, which keeps the three near the same length.
+ */
+export type ChaosFile = 'etcd-checks-1' | 'etcd-checks-2' | 'guarded-and-oldest';
+
+export function suiteRuns(file: ChaosFile): [ChaosScenario, ReconfigurationMode][] {
+  if (file === 'guarded-and-oldest') {
+    const guarded = SCENARIOS.filter((s) => GUARDED_IN_SUITE.has(s.name));
+    return [...guarded.map((s): [ChaosScenario, ReconfigurationMode] => [s, 'etcd']), ...guarded.map((s): [ChaosScenario, ReconfigurationMode] => [s, 'fastplane']), ...OLDER_VERSION_SCENARIOS.map((s): [ChaosScenario, ReconfigurationMode] => [s, 'etcd'])];
+  }
+  const rest = SCENARIOS.filter((s) => !GUARDED_IN_SUITE.has(s.name));
+  return rest.filter((_, i) => i % 2 === (file === 'etcd-checks-1' ? 0 : 1)).map((s) => [s, 'etcd']);
+}
 
 /** A scenario of SCENARIOS on another etcd version, on its own loopback range. */
 function onVersion(name: string, version: string, addressPrefix: string): ChaosScenario {

@@ -1,32 +1,31 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Etcd3 } from 'etcd3';
 import type { EventEntry } from '../../src/cli/commands/events.ts';
 import type { MachineRecord } from '../../src/domain/machine.ts';
-import { cliEnvFactory, statusOf, type CliRun } from '../support/cli.ts';
-import { httpGet, killReplica, startController, waitFor, type ControllerReplica } from '../support/controller-replica.ts';
-import { askEtcd, kvClientFor, type ClusterAccess } from '../support/etcd-direct.ts';
-import { downgradeAfterLearners } from '../support/matrix-downgrade.ts';
-import { etcdPidsServing, KeyWriter, MemberProbe, missingPairs, overlappingChanges, putAll, readPrefix, type Combination, type RowRun } from '../support/matrix-scenario.ts';
-import { NetLab, type LabInfo } from '../support/netlab.ts';
-import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';
+import { statusOf, type CliEnv, type CliRun } from './cli.ts';
+import { httpGet, killReplica, startController, waitFor, type ControllerReplica } from './controller-replica.ts';
+import { askEtcd, type ClusterAccess } from './etcd-direct.ts';
+import { downgradeAfterLearners } from './matrix-downgrade.ts';
+import { etcdPidsServing, KeyWriter, MemberProbe, overlappingChanges, putAll, readPrefix, type Combination, type RowRun } from './matrix-scenario.ts';
+import type { LabInfo } from './netlab.ts';
 
-// One scenario over a pairwise-covering set of {local, ssh} provider x {sqlite, etcd} record store x
-// {etcd, fastplane} reconfiguration check x {CLI, controller} driver: up 3 with 200 keys, SIGKILL a
-// voter, repaired (by `up`, or by the controller alone), backup, 50 more keys, `restore --replace`
-// (exactly the 200 back), scale 5, scale 3, rollout 3.5.16 -> 3.5.30, down. One more row runs a
-// downgrade after parallel learners instead: one etcd 3.6 member with 1000 keys grown to five with
-// several learners at once, then rolled out to 3.5 (whose learner limit is 1) by etcd's downgrade
-// protocol, every member asked alone for its member list after its restart. A writer puts keys all
-// along; etcd is asked for its member list all along. The rows run one after another and share one
-// network lab (7 hosts: 5 members and a rollout's surge machine, with one to spare) and one etcd that
-// is the record store of the etcd-store rows.
+// The combination matrix (test/e2e/matrix-local.test.ts and matrix-ssh.test.ts): one scenario over a
+// pairwise-covering set of {local, ssh} provider x {sqlite, etcd} record store x {etcd, fastplane}
+// reconfiguration check x {CLI, controller} driver: up 3 with 200 keys, SIGKILL a voter, repaired
+// (by `up`, or by the controller alone), backup, 50 more keys, `restore --replace` (exactly the 200
+// back), scale 5, scale 3, rollout 3.5.16 -> 3.5.30, down. One more row runs a downgrade after
+// parallel learners instead: one etcd 3.6 member with 1000 keys grown to five with several learners
+// at once, then rolled out to 3.5 (whose learner limit is 1) by etcd's downgrade protocol, every
+// member asked alone for its member list after its restart. A writer puts keys all along; etcd is
+// asked for its member list all along. The local and the ssh rows are two files, which the runner
+// may run side by side: each has its own state dir and its own store etcd, since a controller row's
+// controller reconciles every control plane of its store; within a file the rows run one after another.
 
 type Scenario = 'lifecycle' | 'downgrade-after-learners';
-type Row = Combination & { scenario: Scenario };
+export type Row = Combination & { scenario: Scenario };
 
-const ROWS: Row[] = [
+export const ROWS: Row[] = [
   { provider: 'local', store: 'sqlite', check: 'etcd', driver: 'cli', scenario: 'lifecycle' },
   { provider: 'local', store: 'etcd', check: 'fastplane', driver: 'controller', scenario: 'lifecycle' },
   { provider: 'ssh', store: 'sqlite', check: 'fastplane', driver: 'controller', scenario: 'lifecycle' },
@@ -37,7 +36,6 @@ const ROWS: Row[] = [
   { provider: 'local', store: 'sqlite', check: 'etcd', driver: 'cli', scenario: 'downgrade-after-learners' },
 ];
 
-const LAB = 65;
 const FROM = '3.5.16';
 const TO = '3.5.30';
 // The downgrade row: from the newest 3.6 to the newest 3.5 patch installed.
@@ -48,12 +46,8 @@ const SEED = '/seed/';
 const WRITER = '/writer/';
 // Every step takes under 30 s here; a row that hangs fails at this bound and the next row goes on.
 const STEP_TIMEOUT = '90s';
-const lab = new NetLab(LAB);
-let info: LabInfo | undefined;
-let mgmt: SingleEtcd | undefined;
-let mgmtKv: Etcd3 | undefined;
 
-interface RowResult {
+export interface RowResult {
   row: Row;
   name: string;
   ms: number;
@@ -61,31 +55,32 @@ interface RowResult {
   steps: [string, number][];
   error?: string;
 }
-const results: RowResult[] = [];
 
-// Registered before the env factory's clean-up (hooks run in order): the lab's namespaces (and every
-// process in them) and the store etcd go first, by PID; then the env kills what is left under its dir.
-after(async () => {
-  mgmtKv?.close();
-  lab.down();
-  await mgmt?.stop();
-  console.log(['| # | scenario | provider | store | check | driver | result | seconds | steps (s) |', '|---|---|---|---|---|---|---|---|---|', ...results.map(tableLine)].join('\n'));
-});
+/** Where a file's rows run: its CLI env, the lab of the ssh rows, the etcd the etcd-store rows keep their records in. */
+export interface MatrixSite {
+  env: CliEnv;
+  lab?: LabInfo;
+  store?: { endpoint: string; kv: Etcd3 };
+  results: RowResult[];
+}
 
-const env = cliEnvFactory()('127.190');
+/** The rows' results as a markdown table, for the file's output. */
+export function resultsTable(results: RowResult[]): string {
+  return ['| # | scenario | provider | store | check | driver | result | seconds | steps (s) |', '|---|---|---|---|---|---|---|---|---|', ...results.map(tableLine)].join('\n');
+}
 
 function tableLine(r: RowResult): string {
   const steps = r.steps.map(([what, ms]) => `${what} ${(ms / 1000).toFixed(1)}`).join(', ');
   return `| ${r.name} | ${r.row.scenario} | ${r.row.provider} | ${r.row.store} | ${r.row.check} | ${r.row.driver} | ${r.ok ? 'pass' : `FAIL: ${(r.error ?? '').split('\n')[0] ?? ''}`} | ${(r.ms / 1000).toFixed(1)} | ${steps} |`;
 }
 
-function storeFlags(row: Row): string[] {
+function storeFlags(site: MatrixSite, row: Row): string[] {
   if (row.store === 'sqlite') return [];
-  assert.ok(mgmt, 'the store etcd runs');
-  return ['--store', 'etcd', '--etcd-endpoints', mgmt.endpoint, '--insecure-store'];
+  assert.ok(site.store, 'the store etcd runs');
+  return ['--store', 'etcd', '--etcd-endpoints', site.store.endpoint, '--insecure-store'];
 }
 
-function specOf(row: Row): Record<string, unknown> {
+function specOf(site: MatrixSite, row: Row): Record<string, unknown> {
   const common =
     row.scenario === 'lifecycle'
       ? { replicas: 3, version: FROM, etcd: { reconfigurationCheck: row.check }, remediation: { unhealthyAfter: '3s' } }
@@ -93,6 +88,7 @@ function specOf(row: Row): Record<string, unknown> {
         // five takes several learner slots at once.
         { replicas: 1, version: DOWNGRADE_FROM, etcd: { reconfigurationCheck: row.check, maxLearners: 'auto' } };
   if (row.provider === 'local') return common;
+  const info = site.lab;
   assert.ok(info, 'the lab is up');
   return {
     ...common,
@@ -101,12 +97,12 @@ function specOf(row: Row): Record<string, unknown> {
 }
 
 /** Client URLs of the cluster's machines on record, from whichever store the row uses. */
-async function recordedURLs(row: Row, name: string): Promise<string[]> {
+async function recordedURLs(site: MatrixSite, row: Row, name: string): Promise<string[]> {
   let machines: MachineRecord[];
-  if (row.store === 'sqlite') machines = env.machines(name);
+  if (row.store === 'sqlite') machines = site.env.machines(name);
   else {
-    assert.ok(mgmtKv);
-    machines = Object.values(await mgmtKv.getAll().prefix(`/fastplane/machines/${name}/`).strings()).map((text) => JSON.parse(text) as MachineRecord);
+    assert.ok(site.store);
+    machines = Object.values(await site.store.kv.getAll().prefix(`/fastplane/machines/${name}/`).strings()).map((text) => JSON.parse(text) as MachineRecord);
   }
   return machines.flatMap((m) => (m.clientURL === undefined ? [] : [m.clientURL]));
 }
@@ -124,10 +120,11 @@ async function stopController(controller: ControllerReplica): Promise<void> {
 }
 
 /** Runs one row: its driver, its scenario, and the clean-up whatever happens; prints its table line. */
-async function runRow(index: number, row: Row): Promise<void> {
+export async function runRow(site: MatrixSite, index: number, row: Row): Promise<void> {
+  const { env } = site;
   const name = `mx${String(index + 1)}`;
   const result: RowResult = { row, name, ms: 0, ok: false, steps: [] };
-  results.push(result);
+  site.results.push(result);
   const started = Date.now();
   const ctlId = `ctl-${name}`;
   let controller: ControllerReplica | undefined;
@@ -135,7 +132,7 @@ async function runRow(index: number, row: Row): Promise<void> {
   let writer: KeyWriter | undefined;
   // Set by a `down` that exited 0 (inside a closure, hence an object).
   const cluster = { downed: false };
-  const cli = (args: string[]): Promise<CliRun> => env.run([...storeFlags(row), ...args]);
+  const cli = (args: string[]): Promise<CliRun> => env.run([...storeFlags(site, row), ...args]);
   const ok = async (what: string, args: string[]): Promise<CliRun> => {
     const run = await cli(args);
     assert.equal(run.code, 0, `${what} exited ${String(run.code)}:\n${run.stderr.slice(-3000)}`);
@@ -147,7 +144,7 @@ async function runRow(index: number, row: Row): Promise<void> {
   };
   const run: RowRun = {
     name,
-    manifest: env.writeManifest(name, specOf(row)),
+    manifest: env.writeManifest(name, specOf(site, row)),
     stepTimeout: STEP_TIMEOUT,
     cli,
     ok,
@@ -161,7 +158,7 @@ async function runRow(index: number, row: Row): Promise<void> {
     },
     watch: async (doc, endpoints) => {
       const tls = doc.status.tls === undefined ? {} : { tls: doc.status.tls };
-      const seen = new MemberProbe(tls, () => recordedURLs(row, name));
+      const seen = new MemberProbe(tls, () => recordedURLs(site, row, name));
       probe = seen;
       seen.start();
       const written = new KeyWriter(WRITER, tls, () => (seen.voterURLs().length > 0 ? seen.voterURLs() : endpoints()));
@@ -176,8 +173,8 @@ async function runRow(index: number, row: Row): Promise<void> {
   };
   try {
     if (row.driver === 'controller') {
-      const metrics = `127.190.251.${String(index + 1)}:9464`;
-      controller = startController(env, [...storeFlags(row), 'controller', '--id', ctlId, '--metrics-address', metrics]);
+      const metrics = `${env.addressPrefix}.251.${String(index + 1)}:9464`;
+      controller = startController(env, [...storeFlags(site, row), 'controller', '--id', ctlId, '--metrics-address', metrics]);
       await waitFor('the controller /healthz', async () => ((await httpGet(`http://${metrics}/healthz`))?.status === 200 ? true : undefined), 30_000);
     }
     if (row.scenario === 'lifecycle') await lifecycle(run, row);
@@ -287,23 +284,3 @@ async function lifecycle(run: RowRun, row: Row): Promise<void> {
 
   await step('down', () => ok('down', ['down', name]));
 }
-
-describe('the combination matrix: one scenario per row', () => {
-  before(async () => {
-    info = lab.up(7);
-    mgmt = await startSingleEtcd('127.190.250.1');
-    mgmtKv = kvClientFor({ endpoints: [mgmt.endpoint] });
-  });
-
-  test('the rows cover every pair of values of every two factors', () => {
-    assert.ok(ROWS.length >= 6, `${String(ROWS.length)} rows`);
-    assert.equal(new Set(ROWS.map((row) => JSON.stringify(row))).size, ROWS.length, 'no row twice');
-    assert.deepEqual(missingPairs(ROWS), []);
-  });
-
-  // One after another: the rows share one state dir and one etcd store, and a controller row's
-  // controller reconciles every control plane of its store, another row's included.
-  ROWS.forEach((row, index) => {
-    test(`mx${String(index + 1)}: ${row.scenario}, ${row.provider}, ${row.store} store, ${row.check} check, ${row.driver}`, { timeout: 300_000 }, () => runRow(index, row));
-  });
-});
