@@ -2,8 +2,9 @@ import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LANES, laneOf, testFiles, type Lane } from './test-lanes.ts';
-import { cpuMeter, type CpuMeter } from './test-cpu.ts';
+import { cpuMeter, MachineLoad, type CpuMeter } from './test-cpu.ts';
 import { coresUsed, mayStart, type Durations } from './test-schedule.ts';
 
 /**
@@ -23,6 +24,8 @@ const DURATIONS_FILE = join(ROOT, 'test', 'durations.json');
 const SLOWEST_SHOWN = 15;
 const PROGRESS_EVERY_MS = 30_000;
 const FAILURE_LINES_SHOWN = 80;
+/** How often a waiting file is looked at again while no file ends. */
+const RECHECK_MS = 5_000;
 
 const COUNTED = ['tests', 'pass', 'fail', 'cancelled', 'skipped', 'todo'] as const;
 type Counts = Record<(typeof COUNTED)[number], number>;
@@ -119,7 +122,7 @@ function printFinished(run: FileRun): void {
   process.stdout.write(`${lines.slice(-FAILURE_LINES_SHOWN).map((line) => `    | ${line}`).join('\n')}\n    (whole output: ${run.log})\n`);
 }
 
-async function runGroup(group: Group, durations: Durations, logDir: string, cores: number, meter: CpuMeter): Promise<FileRun[]> {
+async function runGroup(group: Group, durations: Durations, logDir: string, cores: number, meter: CpuMeter, load: MachineLoad): Promise<FileRun[]> {
   const expected = (file: string): number => durations[file]?.seconds ?? Number.POSITIVE_INFINITY;
   const coresOf = (file: string): number => coresUsed(durations[file]);
   const queue = [...group.files].sort((a, b) => expected(b) - expected(a) || a.localeCompare(b));
@@ -130,20 +133,24 @@ async function runGroup(group: Group, durations: Durations, logDir: string, core
   const progress = setInterval(() => {
     const now = performance.now();
     const busy = [...running].map(([file, r]) => `${file} (${String(Math.round((now - r.started) / 1000))} s, ${coresOf(file).toFixed(2)} cores)`).join(', ');
-    process.stdout.write(`  ... ${group.name}: ${String(results.length)}/${String(group.files.length)} done after ${String(Math.round((now - groupStarted) / 1000))} s; running ${busy}\n`);
+    process.stdout.write(`  ... ${group.name}: ${String(results.length)}/${String(group.files.length)} done after ${String(Math.round((now - groupStarted) / 1000))} s, ${load.busyCores().toFixed(1)} cores busy; running ${busy}\n`);
   }, PROGRESS_EVERY_MS);
   try {
     while (queue.length > 0 || running.size > 0) {
       for (let i = 0; i < queue.length; ) {
         const file = queue[i]!;
-        if (!mayStart(file, [...running.keys()], coresOf, cores)) {
+        if (!mayStart(file, [...running.keys()], coresOf, cores, load.busyCores())) {
           i++;
           continue;
         }
         queue.splice(i, 1);
         running.set(file, { started: performance.now(), done: runFile(file, logDir, meter) });
       }
-      const finished = await Promise.race([...running.values()].map((r) => r.done));
+      // A file ends, or the machine's load is looked at again for the files still waiting.
+      const waits: Promise<FileRun | undefined>[] = [...running.values()].map((r) => r.done);
+      if (queue.length > 0) waits.push(sleep(RECHECK_MS).then(() => undefined));
+      const finished = await Promise.race(waits);
+      if (finished === undefined) continue;
       running.delete(finished.file);
       results.push(finished);
       printFinished(finished);
@@ -193,12 +200,14 @@ async function main(): Promise<void> {
   const logDir = mkdtempSync(join(tmpdir(), 'fastplane-tests-'));
   const cores = Math.max(1, availableParallelism());
   const meter = cpuMeter();
+  const load = new MachineLoad();
   process.stdout.write(`CPU per file: ${meter.description}\n`);
   const runs: FileRun[] = [];
   try {
-    for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, cores, meter)));
+    for (const group of groups) runs.push(...(await runGroup(group, durations, logDir, cores, meter, load)));
   } finally {
     meter.close();
+    load.stop();
   }
   printSummary(runs, logDir);
   if (record) {

@@ -102,3 +102,50 @@ export function cpuMeter(): CpuMeter {
   }
   return { description: 'CPU not measured (no cgroup, no python3): unknown files count as one core each', command: (_file, test) => test, cpuSeconds: () => undefined, close: () => undefined };
 }
+
+/** The machine's busy cores over the last WINDOW_MS, all processes counted, from /proc/stat; 0 where unreadable. */
+export class MachineLoad {
+  private static readonly SAMPLE_MS = 2_000;
+  private static readonly WINDOW_MS = 10_000;
+  private readonly samples: { at: number; busy: number; total: number }[] = [];
+  private readonly timer: NodeJS.Timeout;
+
+  constructor() {
+    this.sample();
+    this.timer = setInterval(() => {
+      this.sample();
+    }, MachineLoad.SAMPLE_MS);
+    this.timer.unref();
+  }
+
+  /** Busy cores: the busy share of all CPU time in the window, times the cores /proc/stat lists. */
+  busyCores(): number {
+    const first = this.samples[0];
+    const last = this.samples.at(-1);
+    if (first === undefined || last === undefined || last.total <= first.total) return 0;
+    return ((last.busy - first.busy) / (last.total - first.total)) * this.cores;
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  private cores = 1;
+
+  private sample(): void {
+    let text: string;
+    try {
+      text = readFileSync('/proc/stat', 'utf8');
+    } catch {
+      return;
+    }
+    // cpu  user nice system idle iowait irq softirq steal ...: idle and iowait are the time not busy.
+    const fields = (/^cpu\s+(.*)$/m.exec(text)?.[1] ?? '').split(/\s+/).map(Number);
+    const total = fields.slice(0, 8).reduce((sum, n) => sum + n, 0);
+    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+    this.cores = Math.max(1, (text.match(/^cpu\d+\s/gm) ?? []).length);
+    const now = Date.now();
+    this.samples.push({ at: now, busy: total - idle, total });
+    while (this.samples.length > 1 && now - (this.samples[0]?.at ?? now) > MachineLoad.WINDOW_MS) this.samples.shift();
+  }
+}

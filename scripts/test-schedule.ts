@@ -16,27 +16,39 @@ export interface Duration {
 export type Durations = Record<string, Duration>;
 
 /**
- * The cores a file keeps busy on average: its CPU seconds over its wall seconds. A file never
- * measured counts as one full core, like a file that computes all the time, and so does one measured
- * above a core (a short file's start compiles on a second thread): two such files still run at once
- * on two cores, as when files were scheduled one per core.
+ * The cores a file not measured for CPU is taken to use. Files run with real etcd and Kubernetes
+ * wait on processes most of the time: measured with every process counted, they kept 0.2 to 0.7 of
+ * a core busy, the Kubernetes ones up to 1. Three such files start at once on two cores, and the
+ * machine's measured load (mayStart's `busyCores`) holds back a fourth when they use more.
+ */
+export const UNMEASURED_CORES = 0.65;
+
+/**
+ * The cores a file keeps busy on average: its CPU seconds over its wall seconds, never more than one
+ * (a short file's start compiles on a second thread: two such files still run at once on two cores).
  */
 export function coresUsed(duration: Duration | undefined): number {
-  if (duration?.cpuSeconds === undefined || duration.seconds <= 0) return 1;
+  if (duration?.cpuSeconds === undefined || duration.seconds <= 0) return UNMEASURED_CORES;
   return Math.min(1, duration.cpuSeconds / duration.seconds);
 }
 
 /** At most one file more than there are cores: each file's CPU is an average, and its peaks need room. */
 export const maxFilesAtOnce = (cores: number): number => cores + 1;
 
+/** The share of the machine's cores busy (all processes, over the last seconds) above which no file starts. */
+export const BUSY_LIMIT = 0.8;
+
 /**
  * Whether `candidate` may start beside `running`: a file always starts when nothing runs; otherwise
  * the files at once stay within maxFilesAtOnce, a CPU-heavy file never runs beside a timing-sensitive
- * one (mayRunBeside), and the running files' cores with the candidate's stay within the machine's.
+ * one (mayRunBeside), the running files' cores with the candidate's stay within the machine's, and
+ * the machine is not busier than BUSY_LIMIT right now (`busyCores`, measured: the averages above
+ * miss a burst, such as an API server starting).
  */
-export function mayStart(candidate: string, running: readonly string[], coresOf: (file: string) => number, cores: number): boolean {
+export function mayStart(candidate: string, running: readonly string[], coresOf: (file: string) => number, cores: number, busyCores = 0): boolean {
   if (running.length === 0) return true;
   if (running.length >= maxFilesAtOnce(cores) || !mayRunBeside(candidate, running)) return false;
+  if (busyCores > cores * BUSY_LIMIT) return false;
   const load = running.reduce((sum, file) => sum + coresOf(file), coresOf(candidate));
   return load <= cores;
 }
