@@ -1,8 +1,8 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { InvalidInputError } from '../../api/errors.ts';
+import { reportedVersion } from '../host/reported-version.ts';
 
 /**
  * Finds etcd binaries by the version they report, so a machine runs exactly the version its spec
@@ -12,9 +12,6 @@ import { InvalidInputError } from '../../api/errors.ts';
  */
 
 const SYSTEM_ETCD = '/usr/bin/etcd';
-
-/** `--version` per binary path; undefined when the binary does not run. */
-const versionByPath = new Map<string, string | undefined>();
 
 export function etcdCacheDir(): string {
   return process.env.FASTPLANE_ETCD_CACHE ?? join(homedir(), '.cache', 'fastplane', 'etcd');
@@ -37,16 +34,7 @@ function candidatePaths(): string[] {
 
 /** Parses `etcd Version: 3.4.23` from `etcd --version`; undefined when the binary does not run. */
 export function binaryVersion(path: string): string | undefined {
-  if (versionByPath.has(path)) return versionByPath.get(path);
-  let version: string | undefined;
-  try {
-    const output = execFileSync(path, ['--version'], { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] });
-    version = /^etcd Version:\s*(\S+)/m.exec(output)?.[1];
-  } catch {
-    version = undefined;
-  }
-  versionByPath.set(path, version);
-  return version;
+  return reportedVersion(path, ['--version'], /^etcd Version:\s*(\S+)/m);
 }
 
 function installed(): { path: string; version: string }[] {

@@ -1,8 +1,8 @@
-import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { InvalidInputError } from '../../api/errors.ts';
+import { reportedVersion } from '../host/reported-version.ts';
 
 /**
  * Finds the Kubernetes programs by the version they report, as etcd-binaries.ts does for etcd: a
@@ -14,26 +14,13 @@ import { InvalidInputError } from '../../api/errors.ts';
 export const KUBERNETES_PROGRAMS = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl'] as const;
 export type KubernetesProgram = (typeof KUBERNETES_PROGRAMS)[number];
 
-/** `--version` per binary path; undefined when the binary does not run. */
-const versionByPath = new Map<string, string | undefined>();
-
 export function kubernetesCacheDir(): string {
   return process.env.FASTPLANE_KUBERNETES_CACHE ?? join(homedir(), '.cache', 'fastplane', 'kubernetes');
 }
 
 /** The version a program reports: `Kubernetes v1.36.3` (components), `Client Version: v1.36.3` (kubectl). */
 export function programVersion(path: string): string | undefined {
-  if (versionByPath.has(path)) return versionByPath.get(path);
-  let version: string | undefined;
-  try {
-    const kubectl = path.endsWith('kubectl');
-    const output = execFileSync(path, kubectl ? ['version', '--client'] : ['--version'], { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] });
-    version = (kubectl ? /^Client Version:\s*v(\S+)/m : /^Kubernetes\s+v(\S+)/m).exec(output)?.[1];
-  } catch {
-    version = undefined;
-  }
-  versionByPath.set(path, version);
-  return version;
+  return path.endsWith('kubectl') ? reportedVersion(path, ['version', '--client'], /^Client Version:\s*v(\S+)/m) : reportedVersion(path, ['--version'], /^Kubernetes\s+v(\S+)/m);
 }
 
 /** A directory holding all four programs, each reporting `version`. */
