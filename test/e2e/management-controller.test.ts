@@ -1,12 +1,11 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { parse, stringify } from 'yaml';
 import { cliEnvFactory, isRunning, pidsUnder, type CliEnv, type CliRun } from '../support/cli.ts';
-import { kubectlFor, Kubectl, TEST_KUBERNETES } from '../support/kubectl.ts';
-import { TcpProxy } from '../support/tcp-proxy.ts';
+import type { Kubectl } from '../support/kubectl.ts';
+import { accountKubeconfig, applyObjects, controllerEvents, eventually as waitFor, startManagementCluster, type ManagementCluster, type ObjectJson } from '../support/management-cluster.ts';
+import type { TcpProxy } from '../support/tcp-proxy.ts';
 
 // fastplane's controller on a management cluster that fastplane itself brought up: the README's
 // commands (up, install, controller, kubectl apply, kubectl wait), then what a Cluster API user does
@@ -16,56 +15,16 @@ const newEnv = cliEnvFactory();
 const ROOT = join(import.meta.dirname, '..', '..');
 const EXAMPLE = join(ROOT, 'examples/kubernetes/controlplane.yaml');
 
-interface ObjectJson {
-  metadata: { generation: number; finalizers?: string[] };
-  status?: { observedGeneration?: number; replicas?: number; readyReplicas?: number; conditions?: { type: string; status: string; reason?: string; message?: string; observedGeneration?: number }[] };
-}
-interface EventJson {
-  reason: string;
-  note: string;
-  reportingController: string;
-  regarding: { name: string };
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 500));
-  }
-  throw new Error(`timed out waiting for ${what}${last instanceof Error ? `: ${last.message}` : ''}`);
-}
-
 describe('fastplane controller --kubeconfig on a management cluster brought up by fastplane', { timeout: 300_000 }, () => {
   let env: CliEnv;
+  let mgmt: ManagementCluster;
   let admin: Kubectl;
   let proxy: TcpProxy;
   let controller: { child: ChildProcess; done: Promise<CliRun> };
   let output = (): string => '';
 
-  /** A kubeconfig for a ServiceAccount's token, through the proxy, so the test can cut its connections. */
-  async function accountKubeconfig(account: string, namespace: string, file: string): Promise<string> {
-    const token = (await admin.run(['create', 'token', account, '-n', namespace, '--duration', '1h'])).trim();
-    const config = parse(readFileSync(admin.kubeconfig, 'utf8')) as { clusters: { cluster: { server: string } }[]; users: { user: unknown }[] };
-    const cluster = config.clusters[0];
-    const user = config.users[0];
-    assert.ok(cluster && user);
-    cluster.cluster.server = `https://${proxy.host}:${String(proxy.port)}`;
-    user.user = { token };
-    const path = join(env.stateDir, file);
-    writeFileSync(path, stringify(config), { mode: 0o600 });
-    return path;
-  }
-
   const object = (name: string): Promise<ObjectJson> => admin.json<ObjectJson>(['get', 'fcp', name]);
-  const events = async (name: string): Promise<EventJson[]> =>
-    (await admin.json<{ items: EventJson[] }>(['get', 'events.events.k8s.io', '-n', 'default'])).items.filter((e) => e.regarding.name === name && e.reportingController === 'fastplane.dev/controller');
+  const events = (name: string) => controllerEvents(admin, name);
 
   /** Converged at `replicas`: the status says so for the object's current generation. */
   function convergedAt(replicas: number): () => Promise<ObjectJson | undefined> {
@@ -78,17 +37,9 @@ describe('fastplane controller --kubeconfig on a management cluster brought up b
 
   before(async () => {
     env = newEnv('127.46');
-    const up = await env.run(['up', '--name', 'mgmt', '--replicas', '1', '--kubernetes', TEST_KUBERNETES, '--timeout', '150s']);
-    assert.equal(up.code, 0, up.stderr);
-    admin = await kubectlFor(env, 'mgmt');
-    const install = await env.run(['install', '--kubeconfig', admin.kubeconfig]);
-    assert.equal(install.code, 0, install.stderr);
-    assert.match(install.stdout, /serviceaccount\/fastplane-controller created/);
-    assert.match(install.stdout, /clusterrole\.rbac\.authorization\.k8s\.io\/fastplane-controller created/);
-    const server = new URL((parse(readFileSync(admin.kubeconfig, 'utf8')) as { clusters: { cluster: { server: string } }[] }).clusters[0]?.cluster.server ?? '');
-    proxy = new TcpProxy(server.hostname, { host: server.hostname, port: Number(server.port) });
-    await proxy.listen();
-    const kubeconfig = await accountKubeconfig('fastplane-controller', 'fastplane-system', 'controller.kubeconfig');
+    mgmt = await startManagementCluster(env);
+    ({ admin, proxy } = mgmt);
+    const kubeconfig = await accountKubeconfig(env, mgmt, 'fastplane-controller', 'fastplane-system', 'controller.kubeconfig');
     controller = env.start(['controller', '--kubeconfig', kubeconfig, '--metrics-address', '127.46.0.1:0', '--id', 'mgmt-controller', '--relist-every', '20s']);
     let stdout = '';
     controller.child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -163,12 +114,10 @@ describe('fastplane controller --kubeconfig on a management cluster brought up b
 
   test('a role without patch on controlplanes/status: the controller says which permission is missing and exits 1', async () => {
     const role = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: 'fastplane-limited' }, rules: [{ apiGroups: ['fastplane.dev'], resources: ['controlplanes'], verbs: ['list', 'watch', 'patch'] }, { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['create'] }] };
-    const file = join(env.stateDir, 'limited.yaml');
-    writeFileSync(file, stringify(role));
-    await admin.run(['apply', '-f', file]);
+    await applyObjects(env, admin, 'limited', [role]);
     await admin.run(['create', 'serviceaccount', 'limited', '-n', 'fastplane-system']);
     await admin.run(['create', 'clusterrolebinding', 'fastplane-limited', '--clusterrole', 'fastplane-limited', '--serviceaccount', 'fastplane-system:limited']);
-    const kubeconfig = await accountKubeconfig('limited', 'fastplane-system', 'limited.kubeconfig');
+    const kubeconfig = await accountKubeconfig(env, mgmt, 'limited', 'fastplane-system', 'limited.kubeconfig');
     const run = await env.run(['controller', '--kubeconfig', kubeconfig, '--metrics-address', '127.46.0.1:0', '--id', 'limited']);
     assert.equal(run.code, 1, run.stderr);
     assert.match(run.stderr, /^error: forbidden: the controller may not patch controlplanes\/status \(fastplane\.dev\) on https:\/\/\S+; fastplane install --kubeconfig FILE grants these/m);
