@@ -19,11 +19,24 @@ export interface ManagementCluster {
   accountKubeconfig(account: string, namespace: string, file: string): Promise<string>;
 }
 
+/** An events.k8s.io/v1 Event, the fields the tests read. */
 export interface ControllerEvent {
   reason: string;
   note: string;
   reportingController: string;
   regarding: { name: string; kind: string };
+}
+
+/** A ControlPlane object as `kubectl get fcp NAME -o json` prints the fields the tests read. */
+export interface ObjectJson {
+  metadata: { generation: number; finalizers?: string[] };
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    readyReplicas?: number;
+    voters?: number;
+    conditions?: { type: string; status: string; reason?: string; message?: string; observedGeneration?: number }[];
+  };
 }
 
 /** Polls `probe` until it gives a value, taking a failed probe (a kubectl call refused) as not yet. */
@@ -72,4 +85,11 @@ export async function managementCluster(env: CliEnv, installArgs: readonly strin
 export async function controllerEvents(admin: Kubectl, name: string, namespace = 'default'): Promise<ControllerEvent[]> {
   const { items } = await admin.json<{ items: ControllerEvent[] }>(['get', 'events.events.k8s.io', '-n', namespace]);
   return items.filter((e) => e.regarding.name === name && e.reportingController === 'fastplane.dev/controller');
+}
+
+/** Applies objects given as data through kubectl. */
+export async function applyObjects(env: CliEnv, admin: Kubectl, name: string, objects: readonly Record<string, unknown>[]): Promise<void> {
+  const file = join(env.stateDir, `${name}.yaml`);
+  writeFileSync(file, objects.map((object) => stringify(object)).join('---\n'));
+  await admin.run(['apply', '-f', file]);
 }

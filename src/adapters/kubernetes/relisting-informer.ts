@@ -65,8 +65,10 @@ export class RelistingInformer {
     if (this.closed) return;
     clearTimeout(this.restartTimer);
     this.restartTimer = undefined;
-    this.stopCurrent();
+    // Numbered before the old one stops: its stop aborts its watch, which it may report as an error at
+    // once, and that error must not count as the current informer's (it would relist again, forever).
     const id = ++this.current;
+    this.stopCurrent();
     const { kubeconfig, path, list, onObject } = this.options;
     const informer = makeInformer(kubeconfig, path, list);
     const live = (): boolean => id === this.current && !this.closed;
