@@ -4,6 +4,7 @@ import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LANES, laneOf, testFiles, type Lane } from './test-lanes.ts';
+import { ensureBuiltCli } from '../test/support/built-cli.ts';
 import { cpuMeter, MachineLoad, type CpuMeter } from './test-cpu.ts';
 import { coresUsed, mayStart, type Durations } from './test-schedule.ts';
 
@@ -199,6 +200,8 @@ async function main(): Promise<void> {
   const durations = readDurations();
   const logDir = mkdtempSync(join(tmpdir(), 'fastplane-tests-'));
   const cores = Math.max(1, availableParallelism());
+  // Before any file starts: the tests run the compiled CLI, and files started at once would wait on one build.
+  await ensureBuiltCli();
   const meter = cpuMeter();
   const load = new MachineLoad();
   process.stdout.write(`CPU per file: ${meter.description}\n`);

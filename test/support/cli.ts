@@ -5,9 +5,11 @@ import { join } from 'node:path';
 import { after } from 'node:test';
 import Database from 'better-sqlite3';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../src/domain/machine.ts';
+import { BUILT_CLI, ensureBuiltCli } from './built-cli.ts';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
+await ensureBuiltCli();
 
 export interface CliRun {
   code: number | null;
@@ -54,7 +56,7 @@ export class CliEnv {
   /** Starts the CLI in the background; `done` settles when it exits. */
   start(args: string[], extraEnv: Record<string, string> = {}): { child: ChildProcess; done: Promise<CliRun> } {
     const started = Date.now();
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...args], {
+    const child = spawn(process.execPath, [BUILT_CLI, ...args], {
       cwd: ROOT,
       env: { ...process.env, FASTPLANE_HOME: this.stateDir, FASTPLANE_TEST_HOOKS: '1', FASTPLANE_ADDRESS_PREFIX: this.addressPrefix, ...extraEnv },
       stdio: ['ignore', 'pipe', 'pipe'],
