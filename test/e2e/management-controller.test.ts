@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { stringify } from 'yaml';
 import { cliEnvFactory, isRunning, pidsUnder, type CliEnv, type CliRun } from '../support/cli.ts';
 import type { Kubectl } from '../support/kubectl.ts';
-import { controllerEvents, eventually as waitFor, managementCluster, type ManagementCluster } from '../support/management-cluster.ts';
+import { controllerEvents, eventually as waitFor, managementCluster, type ManagementCluster, type ObjectJson } from '../support/management-cluster.ts';
 import type { TcpProxy } from '../support/tcp-proxy.ts';
 
 // fastplane's controller on a management cluster that fastplane itself brought up: the README's
@@ -17,10 +17,6 @@ const newEnv = cliEnvFactory();
 const ROOT = join(import.meta.dirname, '..', '..');
 const EXAMPLE = join(ROOT, 'examples/kubernetes/controlplane.yaml');
 
-interface ObjectJson {
-  metadata: { generation: number; finalizers?: string[] };
-  status?: { observedGeneration?: number; replicas?: number; readyReplicas?: number; conditions?: { type: string; status: string; reason?: string; message?: string; observedGeneration?: number }[] };
-}
 describe('fastplane controller --kubeconfig on a management cluster brought up by fastplane', { timeout: 300_000 }, () => {
   let env: CliEnv;
   let admin: Kubectl;
