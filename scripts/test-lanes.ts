@@ -31,7 +31,7 @@ const LANE_OF_FILE: Record<string, Lane> = {
 const CPU_HEAVY = ['test/property/', 'test/sim/', 'test/e2e/package.test.ts'];
 
 /** Files that measure or race real time: benchmarks on the lab, lease expiry, chaos with its writer. */
-const TIMING_SENSITIVE = ['test/chaos/', 'test/e2e/kubernetes-control-plane.test.ts', 'test/e2e/kubernetes-certificates.test.ts', 'test/e2e/bench-lab.test.ts', 'test/e2e/bench-preload.test.ts', 'test/e2e/bench-kubernetes.test.ts', 'test/e2e/lease-clock.test.ts', 'test/e2e/parallel-learners.test.ts'];
+const TIMING_SENSITIVE = ['test/chaos/', 'test/e2e/kubernetes-control-plane.test.ts', 'test/e2e/kubernetes-certificates.test.ts', 'test/e2e/bench-lab.test.ts', 'test/e2e/bench-preload.test.ts', 'test/e2e/bench-kubernetes.test.ts', 'test/e2e/lease-clock.test.ts', 'test/e2e/parallel-learners.test.ts', 'test/e2e/management-failover.test.ts'];
 
 const matches = (file: string, entries: readonly string[]): boolean => entries.some((entry) => (entry.endsWith('/') ? file.startsWith(entry) : file === entry));
 
