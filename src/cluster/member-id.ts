@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 
 /**
  * etcd gives a member of a new cluster the ID sha1(sorted peer URLs + --initial-cluster-token), first
@@ -20,9 +20,12 @@ export const LOW_MEMBER_ID = 2n ** 50n;
  * asks a caught-up voter first. Deterministic: the same base and peer URLs give the same token.
  */
 export function tokenForLowMemberId(base: string, peerURLs: readonly string[]): string {
+  const urls = [...peerURLs].sort().join('');
   for (let attempt = 0; ; attempt++) {
     const token = `${base}-${attempt.toString(36)}`;
-    if (BigInt(initialMemberId(peerURLs, token)) < LOW_MEMBER_ID) return token;
+    // About 16,000 tries on average: the one-shot hex digest, whose first 14 bits are the ID's top
+    // bits (below 2^50: "000" and then 0-3), costs a seventh of a Hash object's.
+    if (/^000[0-3]/.test(hash('sha1', urls + token))) return token;
   }
 }
 
