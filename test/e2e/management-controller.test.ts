@@ -107,6 +107,24 @@ describe('fastplane controller --kubeconfig on a management cluster brought up b
     await admin.run(['delete', 'fcp', 'odd', '--timeout=60s'], 70_000);
   });
 
+  test('kubectl apply of a version change rolls out: every machine replaced at the new version', async () => {
+    await admin.run(['scale', 'fcp/web', '--replicas', '3']);
+    await waitFor('3 ready replicas', convergedAt(3));
+    // By member ID: a machine name can be given again once its machine is gone.
+    const before = new Set(env.machines('web').map((m) => m.memberId));
+    await admin.run(['patch', 'fcp/web', '--type', 'merge', '-p', JSON.stringify({ spec: { version: '3.7.4' } })]);
+    let seen = '';
+    await waitFor('3 ready replicas at 3.7.4', async () => {
+      const got = await convergedAt(3)();
+      seen = JSON.stringify({ before: [...before], machines: env.machines('web').map((m) => [m.name, m.phase, m.version, m.memberId]), status: (await object('web')).status?.conditions?.map((c) => [c.type, c.status, c.reason, c.message]) });
+      return got !== undefined && env.machines('web').every((m) => m.version === '3.7.4' && !before.has(m.memberId)) ? got : undefined;
+    }, 150_000).catch((error: unknown) => {
+      throw new Error(`${String(error)}; last seen: ${seen}`);
+    });
+    const reasons = (await events('web')).map((e) => e.reason);
+    assert.ok(reasons.includes('CreateMachine') && reasons.includes('RemoveMember'), `Events of the rollout: ${reasons.join(', ')}`);
+  });
+
   test('kubectl delete tears the machines down, and the object goes only after', async () => {
     const members = pidsUnder(join(env.stateDir, 'clusters', 'web'));
     assert.ok(members.length > 0);
