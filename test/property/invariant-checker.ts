@@ -51,7 +51,7 @@ export class InvariantChecker {
     assert.fail(`${rule}: ${detail}\n  at virtual +${String(this.sim.clock.now() - 1_000_000)} ms\n  trace: ${this.trace.log.join(' | ')}`);
   }
 
-  checkWorld(cp = this.sim.store.inspect(NAME).controlPlane): void {
+  checkWorld(cp = this.sim.store.inspectControlPlane(NAME)): void {
     const { world } = this.sim;
     if (world.violations.length > 0) this.fail('model violation', JSON.stringify(world.violations));
     if (world.initCount > 1) this.fail('invariant 1', `the model saw ${String(world.initCount)} bootstraps`);
@@ -71,7 +71,7 @@ export class InvariantChecker {
     this.passes++;
     this.trace.passes++;
     const { observed, decision, now } = pass;
-    const cp = this.sim.store.inspect(NAME).controlPlane;
+    const cp = this.sim.store.inspectControlPlane(NAME);
     assert.ok(cp);
     this.checkWorld(cp);
     const spec = toPlannerSpec(cp.manifest);

@@ -77,6 +77,12 @@ export class MemoryStateStore implements StateStore {
     return Promise.resolve(this.events.filter((event) => event.cluster === cluster && (event.seq ?? 0) > afterSeq).map(copy));
   }
 
+  /** The cluster's control plane record right now, synchronously: inspect() without copying every event. */
+  inspectControlPlane(cluster: string): ControlPlaneRecord | undefined {
+    const record = this.controlPlanes.get(cluster);
+    return record && copy(record);
+  }
+
   /**
    * The cluster's records right now, synchronously: for the simulator's checks, which run inside a
    * pass (the port itself is asynchronous, as a networked store must be).
