@@ -29,7 +29,9 @@ class SlowClaims implements AddressClaims {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-slots-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
 
 test('machines of one cluster asking for their slot at once all get the same one, and its claim stays', async () => {
   const claims = new SlowClaims();

@@ -7,7 +7,9 @@ import { after, test } from 'node:test';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-versions-'));
-after(() => rmSync(dir, { recursive: true, force: true }));
+after(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
 
 const binary = join(dir, 'etcd');
 const asked = join(dir, 'asked');
