@@ -1,4 +1,4 @@
-import { mayRunBeside } from './test-lanes.ts';
+import { laneOf, mayRunBeside } from './test-lanes.ts';
 
 /**
  * When the runner may start one more test file: by the CPU the files measurably use, not by the
@@ -35,20 +35,23 @@ export function coresUsed(duration: Duration | undefined): number {
 /** At most one file more than there are cores: each file's CPU is an average, and its peaks need room. */
 export const maxFilesAtOnce = (cores: number): number => cores + 1;
 
+/** Files of the fast lane compute and wait on nothing: a busy machine only stretches them. */
+const waitsOnProcesses = (file: string): boolean => laneOf(file) !== 'fast';
+
 /** The share of the machine's cores busy (all processes, over the last seconds) above which no file starts. */
 export const BUSY_LIMIT = 0.8;
 
 /**
  * Whether `candidate` may start beside `running`: a file always starts when nothing runs; otherwise
  * the files at once stay within maxFilesAtOnce, a CPU-heavy file never runs beside a timing-sensitive
- * one (mayRunBeside), the running files' cores with the candidate's stay within the machine's, and
- * the machine is not busier than BUSY_LIMIT right now (`busyCores`, measured: the averages above
- * miss a burst, such as an API server starting).
+ * one (mayRunBeside), the running files' cores with the candidate's stay within the machine's, and,
+ * when a file that waits on real processes is among them, the machine is not busier than BUSY_LIMIT
+ * right now (`busyCores`, measured: the averages above miss a burst, such as an API server starting).
  */
 export function mayStart(candidate: string, running: readonly string[], coresOf: (file: string) => number, cores: number, busyCores = 0): boolean {
   if (running.length === 0) return true;
   if (running.length >= maxFilesAtOnce(cores) || !mayRunBeside(candidate, running)) return false;
-  if (busyCores > cores * BUSY_LIMIT) return false;
+  if (busyCores > cores * BUSY_LIMIT && [candidate, ...running].some(waitsOnProcesses)) return false;
   const load = running.reduce((sum, file) => sum + coresOf(file), coresOf(candidate));
   return load <= cores;
 }

@@ -44,6 +44,8 @@ describe('test schedule: which file may start beside the running ones', () => {
     const limit = CORES * BUSY_LIMIT;
     assert.equal(mayStart('test/e2e/ssh-lab.test.ts', ['test/e2e/lifecycle.test.ts'], coresOf, CORES, limit + 0.1), false);
     assert.equal(mayStart('test/e2e/ssh-lab.test.ts', ['test/e2e/lifecycle.test.ts'], coresOf, CORES, limit - 0.1), true);
+    assert.equal(mayStart('test/unit/health.test.ts', ['test/property/invariants.test.ts'], () => 0.5, CORES, CORES), true, 'files of the fast lane only compute: a busy machine stretches them, nothing more');
+    assert.equal(mayStart('test/e2e/ssh-lab.test.ts', ['test/property/invariants.test.ts'], () => 0.5, CORES, CORES), false);
   });
 
   test('a CPU-heavy file never starts beside a timing-sensitive one, however little both use', () => {
