@@ -100,7 +100,7 @@ export function cpuMeter(): CpuMeter {
       close: () => undefined,
     };
   }
-  return { description: 'CPU not measured (no cgroup, no python3): unknown files count as one core each', command: (_file, test) => test, cpuSeconds: () => undefined, close: () => undefined };
+  return { description: 'CPU not measured (no cgroup, no python3): a file never measured counts as its default share of a core (scripts/test-schedule.ts)', command: (_file, test) => test, cpuSeconds: () => undefined, close: () => undefined };
 }
 
 /** The machine's busy cores over the last WINDOW_MS, all processes counted, from /proc/stat; 0 where unreadable. */
@@ -108,6 +108,7 @@ export class MachineLoad {
   private static readonly SAMPLE_MS = 2_000;
   private static readonly WINDOW_MS = 10_000;
   private readonly samples: { at: number; busy: number; total: number }[] = [];
+  private cores = 1;
   private readonly timer: NodeJS.Timeout;
 
   constructor() {
@@ -129,8 +130,6 @@ export class MachineLoad {
   stop(): void {
     clearInterval(this.timer);
   }
-
-  private cores = 1;
 
   private sample(): void {
     let text: string;

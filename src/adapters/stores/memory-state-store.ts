@@ -88,9 +88,8 @@ export class MemoryStateStore implements StateStore {
    * pass (the port itself is asynchronous, as a networked store must be).
    */
   inspect(cluster: string): { controlPlane: ControlPlaneRecord | undefined; machines: MachineRecord[]; events: EventRecord[] } {
-    const record = this.controlPlanes.get(cluster);
     return {
-      controlPlane: record && copy(record),
+      controlPlane: this.inspectControlPlane(cluster),
       machines: [...(this.machines.get(cluster)?.values() ?? [])].sort((a, b) => a.ordinal - b.ordinal || compareText(a.name, b.name)).map(copy),
       events: this.events.filter((event) => event.cluster === cluster).map(copy),
     };
