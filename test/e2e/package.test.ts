@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { ensureBuiltCli } from '../support/built-cli.ts';
 import { pidsUnder } from '../support/cli.ts';
 
 // What a user gets from `npm pack`: the compiled CLI, installed into an empty prefix with production
-// dependencies only, runs without tsx or TypeScript. Slow (npm installs from the registry and builds
-// better-sqlite3 when no prebuilt binary can be fetched); it measures nothing.
+// dependencies only, runs without tsx or TypeScript. The pack takes the dist/ the runner built (its
+// prepare script would compile it again), and better-sqlite3's install finds its native binary as a
+// local prebuild made from this checkout's own build (prebuild-install's `local_prebuilds`), as a user
+// with a binary mirror would: compiling SQLite again tests the C compiler, not the package.
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const work = mkdtempSync(join(tmpdir(), 'fastplane-pack-'));
@@ -17,6 +20,18 @@ const stateDir = join(work, 'state');
 after(() => {
   rmSync(work, { recursive: true, force: true });
 });
+
+/** A folder holding this checkout's better-sqlite3 binary under the name prebuild-install looks for. */
+async function localPrebuilds(): Promise<string> {
+  const dir = join(work, 'prebuilds');
+  mkdirSync(dir);
+  const module = join(ROOT, 'node_modules', 'better-sqlite3');
+  const { version } = JSON.parse(readFileSync(join(module, 'package.json'), 'utf8')) as { version: string };
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  const tar = await run('tar', ['-czf', join(dir, name), '-C', module, 'build/Release/better_sqlite3.node']);
+  assert.equal(tar.code, 0, tar.stderr);
+  return dir;
+}
 
 function run(file: string, args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -28,14 +43,16 @@ function run(file: string, args: string[], env: Record<string, string> = {}): Pr
 
 describe('npm pack, installed into an empty prefix', { timeout: 600_000 }, () => {
   test('runs fastplane --version and fastplane up with production dependencies only', async () => {
-    const pack = await run('npm', ['pack', '--pack-destination', work]);
+    await ensureBuiltCli();
+    const pack = await run('npm', ['pack', '--ignore-scripts', '--pack-destination', work]);
     assert.equal(pack.code, 0, pack.stderr);
     const tarball = readdirSync(work).find((f) => f.endsWith('.tgz'));
     assert.ok(tarball !== undefined, 'npm pack wrote a tarball');
 
     // Global install: production dependencies only. npm 11 runs no install script unless allowed;
     // better-sqlite3 needs its native build, protobufjs its postinstall.
-    const install = await run('npm', ['install', '--global', '--prefix', prefix, '--allow-scripts=better-sqlite3,protobufjs', '--no-audit', '--no-fund', join(work, tarball)]);
+    const prebuilds = await localPrebuilds();
+    const install = await run('npm', ['install', '--global', '--prefix', prefix, '--allow-scripts=better-sqlite3,protobufjs', '--no-audit', '--no-fund', join(work, tarball)], { npm_config_better_sqlite3_local_prebuilds: prebuilds });
     assert.equal(install.code, 0, install.stderr);
     const installed = join(prefix, 'lib', 'node_modules', 'fastplane');
     assert.ok(existsSync(join(installed, 'dist', 'cli', 'main.js')), 'the package carries the compiled CLI');
