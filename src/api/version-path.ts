@@ -16,8 +16,17 @@ export const NEWEST_PATCH: Readonly<Record<string, string>> = { '3.4': '3.4.23',
 const MINIMUM_BEFORE_NEXT_MINOR: Readonly<Record<string, string>> = { '3.5': '3.5.24' };
 
 export function minorOf(version: string): string {
-  return version.split('.').slice(0, 2).join('.');
+  let minor = minorsOf.get(version);
+  if (minor === undefined) {
+    minor = version.split('.').slice(0, 2).join('.');
+    if (minorsOf.size >= 1024) minorsOf.clear();
+    minorsOf.set(version, minor);
+  }
+  return minor;
 }
+
+/** Minors already cut: the planner asks for the same few versions' minors many times per pass. */
+const minorsOf = new Map<string, string>();
 
 function nextMinor(minor: string): string {
   const [major = '3', m = '0'] = minor.split('.');

@@ -13,6 +13,10 @@ export function initialMemberId(peerURLs: readonly string[], clusterToken: strin
 /** Below this an initial member's ID sorts before a random learner ID with odds 1 - 2^-14. */
 export const LOW_MEMBER_ID = 2n ** 50n;
 
+/** Tokens already searched for, by base and peer URLs: a simulation starts the same members thousands of times. */
+const foundTokens = new Map<string, string>();
+const FOUND_TOKENS_KEPT = 1024;
+
 /**
  * The cluster token that gives the member starting a cluster an ID below every learner's, in all
  * likelihood. A joining member asks the members one by one in ID order, 7 s each, before it takes its
@@ -21,11 +25,18 @@ export const LOW_MEMBER_ID = 2n ** 50n;
  */
 export function tokenForLowMemberId(base: string, peerURLs: readonly string[]): string {
   const urls = [...peerURLs].sort().join('');
+  const key = `${base}\n${urls}`;
+  const known = foundTokens.get(key);
+  if (known !== undefined) return known;
   for (let attempt = 0; ; attempt++) {
     const token = `${base}-${attempt.toString(36)}`;
     // About 16,000 tries on average: the one-shot hex digest, whose first 14 bits are the ID's top
     // bits (below 2^50: "000" and then 0-3), costs a seventh of a Hash object's.
-    if (/^000[0-3]/.test(hash('sha1', urls + token))) return token;
+    if (/^000[0-3]/.test(hash('sha1', urls + token))) {
+      if (foundTokens.size >= FOUND_TOKENS_KEPT) foundTokens.clear();
+      foundTokens.set(key, token);
+      return token;
+    }
   }
 }
 

@@ -114,12 +114,25 @@ export function buildView(desired: PlannerSpec, observed: Observed, now: number)
     const machine = machineOf(member);
     if (machine) memberByMachine.set(machine.record.name, member);
   }
+  // Each member is read once per view: the rules ask for readings many times per plan.
+  const readings = new Map<ObservedMember, VoterReading>();
   const readingOf = (member: ObservedMember): VoterReading => {
+    const known = readings.get(member);
+    if (known !== undefined) return known;
     const running = machineOf(member)?.infra?.memberRunning;
-    return { ...memberReading(member), ...(running === undefined ? {} : { running }) };
+    const reading = { ...memberReading(member), ...(running === undefined ? {} : { running }) };
+    readings.set(member, reading);
+    return reading;
   };
   const voters = members.filter((m) => !m.isLearner);
-  const isVoterHealthy = (member: ObservedMember): boolean => !member.isLearner && isHealthyVoter(readingOf(member));
+  const health = new Map<ObservedMember, boolean>();
+  const isVoterHealthy = (member: ObservedMember): boolean => {
+    const known = health.get(member);
+    if (known !== undefined) return known;
+    const healthy = !member.isLearner && isHealthyVoter(readingOf(member));
+    health.set(member, healthy);
+    return healthy;
+  };
   const leader = voters.find((m) => m.id === agreedLeader(voters.map(readingOf)));
   return {
     spec,
@@ -156,8 +169,16 @@ export function statusErrors(member: ObservedMember): string[] {
 }
 
 export function hasQuorum(view: ClusterView): boolean {
-  return votersHoldQuorum(view.voters.map(view.readingOf));
+  let holds = quorumOfView.get(view);
+  if (holds === undefined) {
+    holds = votersHoldQuorum(view.voters.map(view.readingOf));
+    quorumOfView.set(view, holds);
+  }
+  return holds;
 }
+
+/** A view never changes once built, and the rules ask for its quorum many times per plan. */
+const quorumOfView = new WeakMap<ClusterView, boolean>();
 
 /** How far a learner has applied against the leader's raft index; undefined while it does not answer. */
 export function learnerProgress(view: ClusterView, learner: ObservedMember): { applied: number; target: number } | undefined {
