@@ -1,3 +1,4 @@
+import { DocumentConflictError } from '../ports/state-store.ts';
 import type { SealingKeys } from './sealing-keys.ts';
 import type { DocumentStore } from './stored-cluster-state.ts';
 
@@ -14,12 +15,16 @@ export function sealedDocuments<S extends DocumentStore>(store: S, keys: Sealing
       return value === undefined ? undefined : keys.open(context(scope, key), value);
     },
     putDocument: (scope, key, value) => store.putDocument(scope, key, keys.seal(context(scope, key), value)),
-    putDocuments: (scope, puts, deletes) =>
-      store.putDocuments(
-        scope,
-        puts.map((d) => ({ key: d.key, value: keys.seal(context(scope, d.key), d.value) })),
-        deletes,
-      ),
+    putDocuments: async (scope, puts, deletes, condition) => {
+      const sealedPuts = puts.map((d) => ({ key: d.key, value: keys.seal(context(scope, d.key), d.value) }));
+      if (condition === undefined) return store.putDocuments(scope, sealedPuts, deletes);
+      // Sealing is randomized: the store compares the stored text, so the condition is the text this
+      // reads and opens to the value required. A write in between changes that text: still refused.
+      const stored = await store.getDocument(scope, condition.key);
+      const opened = stored === undefined ? undefined : keys.open(context(scope, condition.key), stored);
+      if (opened !== condition.value) throw new DocumentConflictError(scope, condition.key);
+      return store.putDocuments(scope, sealedPuts, deletes, { key: condition.key, value: stored });
+    },
     deleteDocument: (scope, key) => store.deleteDocument(scope, key),
     listDocuments: async (scope) => (await store.listDocuments(scope)).map((d) => ({ key: d.key, value: keys.open(context(scope, d.key), d.value) })),
   };

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, readdir, readlink, rename, rm, stat, symlink } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
-import type { StateStore, StoredDocument } from '../ports/state-store.ts';
+import { DocumentConflictError, type StateStore, type StoredDocument } from '../ports/state-store.ts';
 import { withLock, writeFileAtomic } from './state-files.ts';
 
 export type DocumentStore = Pick<StateStore, 'getDocument' | 'putDocument' | 'deleteDocument' | 'putDocuments' | 'listDocuments'>;
@@ -16,6 +16,8 @@ const GENERATIONS = 'generations';
 const CURRENT = 'current';
 /** A snapshot no reader has touched for this long is not in use any more. */
 const SNAPSHOT_KEPT_MS = 5 * 60_000;
+/** How many times a change is run on a generation that another writer replaced before it could store it. */
+const CHANGE_ATTEMPTS = 5;
 
 /** A stored file: the incarnation and generation it was stored in, and its content. */
 interface StoredFile {
@@ -41,12 +43,19 @@ interface Generation {
 interface Snapshot {
   incarnation?: string;
   generation: number;
+  /** The manifest's text as read (none stored: undefined): what a push requires to be still there. */
+  manifest?: string;
   files: Map<string, { mode: number; data: Buffer }>;
 }
 
 /** The stored files are not one whole generation (written by something else than this class). */
 export class TornFilesError extends Error {
   override readonly name = 'TornFilesError';
+}
+
+/** Every attempt of a change found its generation replaced by another writer's before it could store it. */
+export class FilesChangedError extends Error {
+  override readonly name = 'FilesChangedError';
 }
 
 /**
@@ -89,15 +98,32 @@ export class StoredClusterState {
    * generation's files (files of another generation or incarnation left here are discarded), then
    * stores what it left there as the next generation. One at a time per cache dir: a copy being
    * changed is never taken for the truth by another call of this host.
+   *
+   * When another writer (another host, or another state dir on this one) stored a generation after
+   * this pull, the push stores nothing and the change runs again on that generation. A change is a
+   * function of the files it finds (make the CA if there is none, issue what is missing, renew, move
+   * a rotation on), so running it on the winner's files is what it would have done had it come
+   * second: two first uses each minting a CA end with one CA, and neither writer's files are lost.
+   * Failing instead would stop a provisioning for a race its user can do nothing about. After
+   * CHANGE_ATTEMPTS lost races in a row, FilesChangedError: nothing of this call's is stored.
    */
   async withFiles<T>(dirs: readonly string[], change: () => Promise<T>): Promise<T> {
     await mkdir(this.cacheDir, { recursive: true, mode: 0o700 });
     return withLock(join(this.cacheDir, 'state.lock'), async () => {
-      const pulled = await this.storedSnapshot();
-      await this.applyToCache(pulled, dirs);
-      const result = await change();
-      await this.push(pulled, dirs);
-      return result;
+      for (let attempt = 1; ; attempt++) {
+        const pulled = await this.storedSnapshot();
+        await this.applyToCache(pulled, dirs);
+        const result = await change();
+        try {
+          await this.push(pulled, dirs);
+          return result;
+        } catch (error) {
+          if (!(error instanceof DocumentConflictError)) throw error;
+          if (attempt >= CHANGE_ATTEMPTS) {
+            throw new FilesChangedError(`${this.scope}: the stored files changed under each of ${String(attempt)} attempts of this change (other fastplane processes write them); nothing of it was stored`, { cause: error });
+          }
+        }
+      }
     });
   }
 
@@ -139,7 +165,7 @@ export class StoredClusterState {
       }
       files.set(path, content);
     }
-    return { incarnation: generation.incarnation, generation: generation.generation, files };
+    return { incarnation: generation.incarnation, generation: generation.generation, manifest: manifest.value, files };
   }
 
   /** Makes the cache dir's `dirs` hold exactly the snapshot's files there. */
@@ -156,8 +182,10 @@ export class StoredClusterState {
 
   /**
    * Stores the cache dir's `dirs` as they are now, on top of `pulled`: the changed files and the new
-   * manifest in one write. Refused when the stored generation moved meanwhile (another process, or a
-   * new cluster of the same name): nothing of this call's is stored then.
+   * manifest in one write, on the condition, checked by the store inside that write, that the
+   * manifest is still the one pulled. So of two writers that pulled the same generation only one
+   * stores the next; the other gets DocumentConflictError and nothing of its is stored (another
+   * process, or a new cluster of the same name, came first).
    */
   private async push(pulled: Snapshot, dirs: readonly string[]): Promise<void> {
     const present = new Map<string, { mode: number; data: Buffer }>();
@@ -173,9 +201,6 @@ export class StoredClusterState {
     });
     const removed = [...pulled.files.keys()].filter((path) => !next.has(path));
     if (changed.length === 0 && removed.length === 0) return;
-    const now = await this.store.getDocument(this.scope, GENERATION);
-    const stillPulled = now === undefined ? pulled.incarnation === undefined : isGeneration(JSON.parse(now) as Generation, pulled);
-    if (!stillPulled) throw new Error(`${this.scope}: the stored files changed while this call changed them (another process, or a new cluster of the same name); nothing was stored, try again`);
     const generation: Generation = { incarnation: pulled.incarnation ?? randomUUID(), generation: pulled.generation + 1, files: {} };
     for (const [path, file] of next) generation.files[path] = sha256(file.data);
     // A generation of a new incarnation stores every file again, each marked with it.
@@ -184,7 +209,7 @@ export class StoredClusterState {
       value: JSON.stringify({ incarnation: generation.incarnation, generation: generation.generation, mode: file.mode, data: file.data.toString('base64') } satisfies StoredFile),
     }));
     const stray = (await this.store.listDocuments(this.scope)).flatMap((d) => (d.key.startsWith(FILE) && !next.has(d.key.slice(FILE.length)) ? [d.key] : []));
-    await this.store.putDocuments(this.scope, [...puts, { key: GENERATION, value: JSON.stringify(generation) }], stray);
+    await this.store.putDocuments(this.scope, [...puts, { key: GENERATION, value: JSON.stringify(generation) }], stray, { key: GENERATION, value: pulled.manifest });
     await this.materialize({ incarnation: generation.incarnation, generation: generation.generation, files: next });
   }
 
@@ -235,10 +260,6 @@ export class StoredClusterState {
 
 function sha256(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex');
-}
-
-function isGeneration(stored: Generation, pulled: Snapshot): boolean {
-  return stored.incarnation === pulled.incarnation && stored.generation === pulled.generation;
 }
 
 /** Whether a relative path lies under one of `dirs`. */

@@ -67,8 +67,12 @@ export interface StateStore {
   getDocument(scope: string, key: string): Promise<string | undefined>;
   putDocument(scope: string, key: string, value: string): Promise<void>;
   deleteDocument(scope: string, key: string): Promise<void>;
-  /** Stores `puts` and removes `deletes` as one write: a reader sees all of them or none, even when the call fails. */
-  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void>;
+  /**
+   * Stores `puts` and removes `deletes` as one write: a reader sees all of them or none, even when the
+   * call fails. With `condition`, only while that document holds the value given, checked inside the
+   * same write; otherwise nothing is written and DocumentConflictError is thrown.
+   */
+  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[], condition?: DocumentCondition): Promise<void>;
   /** Every document of the scope, by key. */
   listDocuments(scope: string): Promise<StoredDocument[]>;
   close(): Promise<void>;
@@ -88,6 +92,23 @@ export interface ResourceClaim {
 export interface StoredDocument {
   key: string;
   value: string;
+}
+
+/** The value a conditional write requires a document to hold when it is applied (undefined: no such document). */
+export interface DocumentCondition {
+  key: string;
+  value: string | undefined;
+}
+
+/** A conditional document write found its condition no longer true (another writer came first): nothing was written. */
+export class DocumentConflictError extends Error {
+  override readonly name = 'DocumentConflictError';
+  constructor(
+    readonly scope: string,
+    readonly key: string,
+  ) {
+    super(`${scope}: document ${key} changed since it was read (another writer came first); nothing was written`);
+  }
 }
 
 export interface AppliedSpec {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { EventRecord, MachineRecord } from '../../src/domain/machine.ts';
-import { FencedOutError, StoreRefusedError, type StateStore, type WriterLease } from '../../src/ports/state-store.ts';
+import { DocumentConflictError, FencedOutError, StoreRefusedError, type StateStore, type WriterLease } from '../../src/ports/state-store.ts';
 import { holder, leased, manifest, T0 } from '../support/state-store-records.ts';
 import { defineLeaseCases, type WithStore } from './state-store-lease-cases.ts';
 
@@ -354,6 +354,23 @@ export function defineStateStoreContract(label: string, make: () => StateStoreFi
         assert.deepEqual(await store.listDocuments('ssh/beta'), [{ key: 'file/a', value: 'other scope' }]);
         await store.putDocuments('ssh/alpha', [], ['file/a', 'generation']);
         assert.deepEqual(await other.listDocuments('ssh/alpha'), []);
+      }),
+    );
+
+    test(
+      'a conditional putDocuments writes only while its document holds the value it was read with: else nothing, DocumentConflictError',
+      withStore(async (store, other) => {
+        await store.putDocuments('ssh/alpha', [{ key: 'file/a', value: 'A1' }, { key: 'files', value: 'generation 1' }], [], { key: 'files', value: undefined });
+        await assert.rejects(other.putDocuments('ssh/alpha', [{ key: 'file/z', value: 'Z1' }, { key: 'files', value: 'another generation 1' }], [], { key: 'files', value: undefined }), DocumentConflictError, 'a first generation exists already');
+        // Two writers read generation 1; the first to write stores generation 2, the other's whole batch is refused.
+        await other.putDocuments('ssh/alpha', [{ key: 'file/b', value: 'B2' }, { key: 'files', value: 'generation 2' }], ['file/a'], { key: 'files', value: 'generation 1' });
+        await assert.rejects(store.putDocuments('ssh/alpha', [{ key: 'file/c', value: 'C2' }, { key: 'files', value: 'generation 2 too' }], ['file/b'], { key: 'files', value: 'generation 1' }), DocumentConflictError);
+        assert.deepEqual(await store.listDocuments('ssh/alpha'), [
+          { key: 'file/b', value: 'B2' },
+          { key: 'files', value: 'generation 2' },
+        ]);
+        await store.putDocuments('ssh/alpha', [{ key: 'file/c', value: 'C3' }, { key: 'files', value: 'generation 3' }], [], { key: 'files', value: 'generation 2' });
+        assert.equal(await other.getDocument('ssh/alpha', 'files'), 'generation 3', 'on the value now stored, it writes');
       }),
     );
   });

@@ -35,12 +35,25 @@ function pidOf(name: string): number | undefined {
 
 after(async () => {
   await Promise.all(keepers.map((k) => k.release()));
-  const pid = pidOf('fenced-1');
-  if (isRunning(pid)) process.kill(pid ?? 0, 'SIGKILL');
+  for (const pid of [pidOf('fenced-1'), pidOf('fenced-3')]) if (isRunning(pid)) process.kill(pid ?? 0, 'SIGKILL');
   rmSync(stateDir, { recursive: true, force: true });
 });
 
-const launch = (peerURL: string): MemberLaunch => ({ memberName: 'fenced-1', version: '3.4.23', initialCluster: `fenced-1=${peerURL}`, initialClusterState: 'new', clusterToken: 'fence-it', maxLearners: 1 });
+const launch = (peerURL: string, name = 'fenced-1'): MemberLaunch => ({ memberName: name, version: '3.4.23', initialCluster: `${name}=${peerURL}`, initialClusterState: 'new', clusterToken: 'fence-it', maxLearners: 1 });
+
+/** Until the process's /proc status says `holds` (a field of it, say). */
+async function statusUntil(pid: number, holds: (field: (name: string) => string) => boolean): Promise<void> {
+  for (;;) {
+    const status = readFileSync(`/proc/${String(pid)}/status`, 'utf8');
+    if (holds((name) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1] ?? '')) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Frozen: stopped by SIGSTOP (the stop takes effect when the kernel next schedules it; a signal sent before could be handled first). */
+const frozen = (pid: number) => statusUntil(pid, (field) => field('State').startsWith('T'));
+/** A SIGTERM waits, pending, on the frozen process: it is held until the process runs again. */
+const termPending = (pid: number) => statusUntil(pid, (field) => (BigInt(`0x${field('ShdPnd') || '0'}`) & (1n << 14n)) !== 0n);
 
 /** Polls until the member answers healthy (a start returns once etcd is spawned, not ready). */
 async function healthy(on: LocalProcessProvider, name: string): Promise<void> {
@@ -140,5 +153,33 @@ test('the executor ends the run on a refusal: its lease counts as lost, and its 
   assert.equal((await mine.describe(CLUSTER, 'fenced-1'))?.state, 'Provisioned', 'the machine is not being deleted');
   await mine.delete(CLUSTER, 'fenced-1', holder.writer.fence);
   assert.equal(await mine.describe(CLUSTER, 'fenced-1'), undefined, 'the holder itself may delete it');
+  assert.ok(!isRunning(pid));
+});
+
+test('a deposed holder\'s stop let through before a newer holder came ends before the newer holder acts: never after it', async () => {
+  const deposed = await take(true);
+  // The deposed holder's provider gives a member 3 s to exit before SIGKILL.
+  const late = new LocalProcessProvider({ stateDir, addressPrefix: PREFIX, store, stopGraceMs: 3000 });
+  const created = await late.create({ cluster: CLUSTER, name: 'fenced-3', ordinal: 3, fence: deposed.writer.fence });
+  await late.startMember(CLUSTER, 'fenced-3', launch(created.peerURL, 'fenced-3'), deposed.writer.fence);
+  await healthy(late, 'fenced-3');
+  const first = pidOf('fenced-3') ?? 0;
+  // The member freezes (a host under load): the deposed holder's stop passes the fence and its SIGTERM waits.
+  process.kill(first, 'SIGSTOP');
+  await frozen(first);
+  const stopping = late.stopMember(CLUSTER, 'fenced-3', deposed.writer.fence);
+  await termPending(first);
+  // A new holder takes over and starts the member while that stop is still under way.
+  const holder = await take(true);
+  const mine = provider();
+  await mine.startMember(CLUSTER, 'fenced-3', { ...launch(created.peerURL, 'fenced-3'), initialClusterState: 'existing' }, holder.writer.fence);
+  await stopping;
+  const pid = pidOf('fenced-3');
+  assert.ok(!isRunning(first), 'the deposed holder\'s stop ended (SIGKILL after its grace)');
+  assert.ok(isRunning(pid), 'the member runs after both calls: the newer start came after the older stop, not before it');
+  assert.notEqual(pid, first, 'a process the newer holder started');
+  await healthy(mine, 'fenced-3');
+  await assert.rejects(late.delete(CLUSTER, 'fenced-3', deposed.writer.fence), StaleFenceError, 'the deposed holder\'s next call is refused');
+  await mine.delete(CLUSTER, 'fenced-3', holder.writer.fence);
   assert.ok(!isRunning(pid));
 });

@@ -8,6 +8,7 @@ import { InvalidInputError } from '../../src/api/errors.ts';
 import { resealScope, sealedDocuments } from '../../src/adapters/sealed-documents.ts';
 import { loadKeyFile, parseKeyFile, type SealingKeys } from '../../src/adapters/sealing-keys.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
+import { DocumentConflictError } from '../../src/ports/state-store.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-sealing-'));
 after(() => {
@@ -81,6 +82,15 @@ describe('sealed documents in a store', () => {
     await store.putDocuments('local-process/a', [{ key: 'file/pki/ca.key', value: PEM }, { key: 'files', value: '{}' }], []);
     for (const d of await raw.listDocuments('local-process/a')) assert.match(d.value, /^fastplane:enc:aesgcm:v1:k1:/, d.key);
     assert.equal(await store.getDocument('local-process/a', 'file/pki/ca.key'), PEM);
+  });
+
+  test('a conditional batch is judged on the opened value, and refused when the stored one changed', async () => {
+    const raw = new MemoryStateStore();
+    const store = sealedDocuments(raw, keys(line('k1')));
+    await store.putDocuments('s', [{ key: 'files', value: 'generation 1' }], [], { key: 'files', value: undefined });
+    await store.putDocuments('s', [{ key: 'files', value: 'generation 2' }], [], { key: 'files', value: 'generation 1' });
+    await assert.rejects(store.putDocuments('s', [{ key: 'files', value: 'generation 2 too' }], [], { key: 'files', value: 'generation 1' }), DocumentConflictError);
+    assert.equal(await store.getDocument('s', 'files'), 'generation 2');
   });
 
   test('a plain document written before is read, and sealed when it is next written', async () => {

@@ -3,9 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { StoredClusterState, TornFilesError, type DocumentStore } from '../../src/adapters/stored-cluster-state.ts';
+import { FilesChangedError, StoredClusterState, TornFilesError, type DocumentStore } from '../../src/adapters/stored-cluster-state.ts';
 import { MemoryStateStore } from '../../src/adapters/stores/memory-state-store.ts';
-import type { StoredDocument } from '../../src/ports/state-store.ts';
+import type { DocumentCondition, StoredDocument } from '../../src/ports/state-store.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'fastplane-files-'));
 after(() => {
@@ -43,13 +43,92 @@ function failingAtKey(inner: MemoryStateStore): DocumentStore & { failing: boole
     listDocuments: (scope: string) => inner.listDocuments(scope),
     deleteDocument: (scope: string, key: string) => inner.deleteDocument(scope, key),
     putDocument: (scope: string, key: string, value: string) => (wrapper.failing && key.endsWith('ca.key') ? Promise.reject(new Error('store unreachable')) : inner.putDocument(scope, key, value)),
-    putDocuments: (scope: string, puts: readonly StoredDocument[], deletes: readonly string[]) =>
-      wrapper.failing && puts.some((p) => p.key.endsWith('ca.key')) ? Promise.reject(new Error('store unreachable')) : inner.putDocuments(scope, puts, deletes),
+    putDocuments: (scope: string, puts: readonly StoredDocument[], deletes: readonly string[], condition?: DocumentCondition) =>
+      wrapper.failing && puts.some((p) => p.key.endsWith('ca.key')) ? Promise.reject(new Error('store unreachable')) : inner.putDocuments(scope, puts, deletes, condition),
   };
   return wrapper;
 }
 
+/**
+ * Two hosts' views of one store whose first batch writes race: the first host's waits until the second
+ * host's has been sent (so each read the store before either wrote), then lands first; the second's follows.
+ */
+function racingWrites(inner: MemoryStateStore): [DocumentStore, DocumentStore] {
+  let secondSent!: () => void;
+  const sent = new Promise<void>((resolve) => (secondSent = resolve));
+  let landed!: () => void;
+  const firstLanded = new Promise<void>((resolve) => (landed = resolve));
+  const view = (before: () => Promise<void>, after: () => void): DocumentStore => {
+    let raced = false;
+    return {
+      getDocument: (scope, key) => inner.getDocument(scope, key),
+      listDocuments: (scope) => inner.listDocuments(scope),
+      deleteDocument: (scope, key) => inner.deleteDocument(scope, key),
+      putDocument: (scope, key, value) => inner.putDocument(scope, key, value),
+      putDocuments: async (scope, puts, deletes, condition) => {
+        if (raced) {
+          await inner.putDocuments(scope, puts, deletes, condition);
+          return;
+        }
+        raced = true;
+        await before();
+        try {
+          await inner.putDocuments(scope, puts, deletes, condition);
+        } finally {
+          after();
+        }
+      },
+    };
+  };
+  const second = view(() => {
+    secondSent();
+    return firstLanded;
+  }, () => undefined);
+  return [view(() => sent, landed), second];
+}
+
+/** The files of the stored generation, as a reader on yet another host sees them. */
+async function storedGeneration(store: DocumentStore): Promise<{ generation: number; files: string[] }> {
+  const manifest = JSON.parse((await store.getDocument('local-process/c', 'files')) ?? '{}') as { generation: number; files: Record<string, string> };
+  return { generation: manifest.generation, files: Object.keys(manifest.files).sort() };
+}
+
 describe('StoredClusterState: files in generations', () => {
+  test('two hosts that pulled the same generation: one stores the next, the other runs its change again on it; nothing is lost', async () => {
+    const inner = new MemoryStateStore();
+    const first = host(inner);
+    await first.withFiles(['pki'], () => writeCa(first, 'CERT-1', 'KEY-1'));
+    const [storeOfA, storeOfB] = racingWrites(inner);
+    const [a, b] = [host(storeOfA), host(storeOfB)];
+    const runs = { a: 0, b: 0 };
+    const issue = (state: StoredClusterState, name: 'a' | 'b') => () => {
+      runs[name] += 1;
+      writeFileSync(join(state.cacheDir, 'pki', `${name}.crt`), `issued by ${name}`);
+      return Promise.resolve(existsSync(join(state.cacheDir, 'pki', name === 'a' ? 'b.crt' : 'a.crt')));
+    };
+    // Both pull generation 1 and change it; a's write lands first, b's was sent on generation 1 too.
+    const [aSaw, bSaw] = await Promise.all([a.withFiles(['pki'], issue(a, 'a')), b.withFiles(['pki'], issue(b, 'b'))]);
+    assert.deepEqual(runs, { a: 1, b: 2 }, 'b lost the race and ran its change again');
+    assert.deepEqual([aSaw, bSaw], [false, true], 'the second run of b found a\'s file');
+    assert.deepEqual(await storedGeneration(inner), { generation: 3, files: ['pki/a.crt', 'pki/b.crt', 'pki/ca.crt', 'pki/ca.key'] }, 'both changes are in the stored generation');
+    const reader = host(inner);
+    const read = await reader.readFiles((root) => Promise.resolve(['a.crt', 'b.crt', 'ca.key'].map((f) => readFileSync(join(root, 'pki', f), 'utf8'))));
+    assert.deepEqual(read, ['issued by a', 'issued by b', 'KEY-1'], 'the generation is whole, with the one CA');
+  });
+
+  test('a change that loses the race every time stores nothing and fails with FilesChangedError', async () => {
+    const store = new MemoryStateStore();
+    const loser = host(store);
+    const rival = host(store);
+    await loser.withFiles(['pki'], () => writeCa(loser, 'CERT-1', 'KEY-1'));
+    let n = 0;
+    // Each run, another host stores a generation after this one's pull.
+    const attempt = () => rival.withFiles(['pki'], () => writeCa(rival, `CERT-R${String(++n)}`, 'KEY-1')).then(() => writeCa(loser, 'CERT-L', 'KEY-L'));
+    await assert.rejects(loser.withFiles(['pki'], attempt), FilesChangedError);
+    assert.equal(await storedFile(store, 'pki/ca.key'), 'KEY-1', 'the loser\'s key was never stored');
+    assert.equal(await storedFile(store, 'pki/ca.crt'), `CERT-R${String(n)}`);
+  });
+
   test('a push that fails at the CA key leaves the previous generation whole, and the next pull keeps the local key', async () => {
     const store = failingAtKey(new MemoryStateStore());
     const state = host(store);

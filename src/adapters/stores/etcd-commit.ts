@@ -71,6 +71,11 @@ export function unchanged(key: string, kv: IKeyValue | undefined): ICompare {
   return { key: Buffer.from(key), target: 'Mod', result: 'Equal', mod_revision: kv?.mod_revision ?? '0' };
 }
 
+/** The key holds `value`, or (undefined) does not exist: a Value compare on a missing key always fails. */
+export function documentIs(key: string, value: string | undefined): ICompare {
+  return value === undefined ? { key: Buffer.from(key), target: 'Version', result: 'Equal', version: '0' } : { key: Buffer.from(key), target: 'Value', result: 'Equal', value: Buffer.from(value) };
+}
+
 export const put = (key: string, value: unknown, lease?: string): IRequestOp => ({
   request_put: { key: Buffer.from(key), value: Buffer.from(JSON.stringify(value)), ...(lease === undefined ? {} : { lease }) },
 });

@@ -3,8 +3,10 @@ import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo } from '../../domain/record-writes.ts';
 import {
+  DocumentConflictError,
   FencedOutError,
   type AppliedSpec,
+  type DocumentCondition,
   type LeaseHolder,
   type LeaseRecord,
   type ResourceClaim,
@@ -15,7 +17,7 @@ import {
   type WriterLease,
 } from '../../ports/state-store.ts';
 import { isProvenGone } from '../host/process-identity.ts';
-import { batchTxn, decodeClusterRead, leaseCompare, put, readOps, remove, unchanged } from './etcd-commit.ts';
+import { batchTxn, decodeClusterRead, documentIs, leaseCompare, put, readOps, remove, unchanged } from './etcd-commit.ts';
 import { watchEtcdSpecs } from './etcd-spec-watch.ts';
 import { EtcdEndpoints, EtcdKeys, prefixEnd, type EtcdStoreConnection } from './etcd-store-client.ts';
 import { decodeControlPlane, decodeEvent, decodeLease, decodeMachine } from './record-codec.ts';
@@ -267,13 +269,19 @@ export class EtcdStateStore implements StateStore {
     await this.etcd.write((client) => client.kv.deleteRange({ key: Buffer.from(this.keys.document(scope, key)) }));
   }
 
-  /** One etcd transaction (etcd caps its operations, 128 by default: more fail whole). */
-  async putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
+  /**
+   * One etcd transaction (etcd caps its operations, 128 by default: more fail whole), the condition
+   * among its compares. etcd fails a Value compare on a missing key, so absence is compared as
+   * version 0 (docs/etcd-behaviour.md).
+   */
+  async putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[], condition?: DocumentCondition): Promise<void> {
     const ops: IRequestOp[] = [
       ...puts.map(({ key, value }) => ({ request_put: { key: Buffer.from(this.keys.document(scope, key)), value: Buffer.from(value) } })),
       ...deletes.map((key) => remove(this.keys.document(scope, key))),
     ];
-    await this.txn([], ops);
+    const compare: ICompare[] = condition === undefined ? [] : [documentIs(this.keys.document(scope, condition.key), condition.value)];
+    const response = await this.txn(compare, ops);
+    if (!response.succeeded && condition !== undefined) throw new DocumentConflictError(scope, condition.key);
   }
 
   async listDocuments(scope: string): Promise<StoredDocument[]> {

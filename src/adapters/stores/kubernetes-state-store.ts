@@ -3,8 +3,10 @@ import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo } from '../../domain/record-writes.ts';
 import {
+  DocumentConflictError,
   FencedOutError,
   type AppliedSpec,
+  type DocumentCondition,
   type LeaseHolder,
   type LeaseRecord,
   type ResourceClaim,
@@ -208,13 +210,19 @@ export class KubernetesStateStore implements StateStore {
     return this.putDocuments(scope, [], [key]);
   }
 
-  /** One update of the scope's Secret: the API server stores all of it or, refusing it (too large, say), none. */
-  async putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
-    await this.documents.update(this.scopeName(scope), scope, (entries) => {
+  /**
+   * One update of the scope's Secret: the API server stores all of it or, refusing it (too large, say),
+   * none. The condition is checked on the Secret as read, and the update is sent under that read's
+   * resourceVersion: a write in between makes the API server refuse it, and the retry reads again.
+   */
+  async putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[], condition?: DocumentCondition): Promise<void> {
+    const written = await this.documents.update(this.scopeName(scope), scope, (entries) => {
+      if (condition !== undefined && entries.get(condition.key) !== condition.value) return false;
       for (const { key, value } of puts) entries.set(key, value);
       for (const key of deletes) entries.delete(key);
       return true;
     });
+    if (!written && condition !== undefined) throw new DocumentConflictError(scope, condition.key);
   }
 
   async listDocuments(scope: string): Promise<StoredDocument[]> {

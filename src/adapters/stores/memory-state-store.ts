@@ -2,9 +2,11 @@ import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo } from '../../domain/record-writes.ts';
 import {
+  DocumentConflictError,
   FencedOutError,
   leaseIsFree,
   type AppliedSpec,
+  type DocumentCondition,
   type LeaseHolder,
   type LeaseRecord,
   type ResourceClaim,
@@ -220,8 +222,9 @@ export class MemoryStateStore implements StateStore {
     return Promise.resolve();
   }
 
-  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
+  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[], condition?: DocumentCondition): Promise<void> {
     const documents = this.documents.get(scope) ?? new Map<string, string>();
+    if (condition !== undefined && documents.get(condition.key) !== condition.value) return Promise.reject(new DocumentConflictError(scope, condition.key));
     this.documents.set(scope, documents);
     for (const { key, value } of puts) documents.set(key, value);
     for (const key of deletes) documents.delete(key);

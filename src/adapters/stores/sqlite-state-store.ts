@@ -5,8 +5,10 @@ import type { ControlPlane } from '../../api/control-plane.ts';
 import type { ControlPlaneRecord, EventRecord, MachineRecord } from '../../domain/machine.ts';
 import { applySpecTo, deriveControlPlane, patchControlPlane, patchMachine } from '../../domain/record-writes.ts';
 import {
+  DocumentConflictError,
   FencedOutError,
   type AppliedSpec,
+  type DocumentCondition,
   type LeaseHolder,
   type LeaseRecord,
   type ResourceClaim,
@@ -255,9 +257,11 @@ export class SqliteStateStore implements StateStore {
     });
   }
 
-  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[]): Promise<void> {
+  /** One immediate transaction: the condition is read under the write lock it already holds. */
+  putDocuments(scope: string, puts: readonly StoredDocument[], deletes: readonly string[], condition?: DocumentCondition): Promise<void> {
     return settle(() => {
       this.immediate(() => {
+        if (condition !== undefined && this.statements.getDocument.get(scope, condition.key)?.value !== condition.value) throw new DocumentConflictError(scope, condition.key);
         for (const { key, value } of puts) this.statements.putDocument.run(scope, key, value);
         for (const key of deletes) this.statements.deleteDocument.run(scope, key);
       });

@@ -22,8 +22,8 @@ export interface LocalMachineAccess {
   read(): Promise<MachineFile | undefined>;
   /** The machine, checked to exist here, be provisioned and not being deleted; throws otherwise. */
   startable(): Promise<MachineFile>;
-  /** Right before a start or a stop: refused when a newer lease holder acted on the cluster here. */
-  passFence(): Promise<void>;
+  /** Runs a start or a stop under the cluster's fence on this host: refused when a newer lease holder acted on the cluster here. */
+  fenced<T>(act: () => Promise<T>): Promise<T>;
 }
 
 /** What the provider records of a started component, in `<machine>/<component>.json`. */
@@ -55,7 +55,7 @@ export class LocalKubernetes {
     };
   }
 
-  /** Stops every Kubernetes component of the machine, the reverse of their start order (its fence passed by the caller). */
+  /** Stops every Kubernetes component of the machine, the reverse of their start order (under the fence its caller holds). */
   async stopAll(machine: LocalMachineAccess, graceMs = this.stopGraceMs): Promise<void> {
     for (const kind of [...KUBERNETES_COMPONENTS].reverse()) await this.stopComponent(machine, kind, graceMs);
   }
@@ -67,14 +67,8 @@ export class LocalKubernetes {
       return pid !== undefined && isOurProcess(pid, marker(machine, kind)) ? pid : undefined;
     };
     return {
-      start: async (launch) => {
-        await machine.passFence();
-        await this.start(machine, kind, launch, (await runningPid()) !== undefined);
-      },
-      stop: async () => {
-        await machine.passFence();
-        await this.stopComponent(machine, kind, this.stopGraceMs);
-      },
+      start: (launch) => machine.fenced(async () => this.start(machine, kind, launch, (await runningPid()) !== undefined)),
+      stop: () => machine.fenced(() => this.stopComponent(machine, kind, this.stopGraceMs)),
       running: async () => (await runningPid()) !== undefined,
       url: async () => {
         const address = (await machine.read())?.address;

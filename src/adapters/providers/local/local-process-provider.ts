@@ -10,10 +10,10 @@ import { AddressSlots, type AddressClaims } from './local-address-slots.ts';
 import { isOurProcess, pidsUsing, stopProcess } from '../../host/processes.ts';
 import { dirBytes } from '../../host/dir-bytes.ts';
 import type { EtcdProcess } from '../../host/etcd-component.ts';
-import { passFence } from '../../host/fence-file.ts';
 import { readJsonIfPresent } from '../../state-files.ts';
 import { MemoryStateStore } from '../../stores/memory-state-store.ts';
 import { StoredClusterState, type DocumentStore } from '../../stored-cluster-state.ts';
+import { underFence } from './local-fence.ts';
 import { LocalMachineHomes } from './local-machine-homes.ts';
 import { assertAddressFree, checkName, writeJsonAtomic, type MachineFile } from './local-machine.ts';
 import { initStartSuppressed } from './test-markers.ts';
@@ -119,8 +119,11 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     }
     const existing = await this.read(cluster, name);
     if (existing) return this.infra(existing);
-    await this.passFence(cluster, name, request.fence);
+    return this.fenced(cluster, name, request.fence, () => this.createHere(request));
+  }
 
+  private async createHere(request: CreateMachineRequest): Promise<MachineInfra> {
+    const { cluster, name, ordinal } = request;
     const slot = await this.slots.slotFor(cluster);
     const address = `${this.addressPrefix}.${String(slot)}.${String(ordinal)}`;
     await assertAddressFree(address, CLIENT_PORT);
@@ -181,21 +184,15 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
       machineDir: this.machineDir(cluster, name),
       read: () => this.read(cluster, name),
       startable: () => this.startable(cluster, name),
-      passFence: () => this.passFence(cluster, name, fence),
+      fenced: (act) => this.fenced(cluster, name, fence, act),
     };
   }
 
   /** A local process, tracked by PID and recognised by its data dir in its command line. */
   protected etcdProcess(cluster: string, name: string, fence: Fence): EtcdProcess {
     return {
-      start: async (launch) => {
-        await this.passFence(cluster, name, fence);
-        await this.startEtcd(cluster, name, launch);
-      },
-      stop: async () => {
-        await this.passFence(cluster, name, fence);
-        await this.stopEtcd(cluster, name);
-      },
+      start: (launch) => this.fenced(cluster, name, fence, () => this.startEtcd(cluster, name, launch)),
+      stop: () => this.fenced(cluster, name, fence, () => this.stopEtcd(cluster, name)),
       running: async () => {
         const machine = await this.read(cluster, name);
         return machine !== undefined && this.isRunning(machine);
@@ -243,9 +240,12 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    * that time has come, wipes the machine: each call moves it on, and none blocks for the delay.
    */
   async delete(cluster: string, name: string, fence?: Fence): Promise<void> {
+    if (await this.here(cluster, name)) await this.fenced(cluster, name, fence, () => this.tearDown(cluster, name, fence));
+  }
+
+  private async tearDown(cluster: string, name: string, fence: Fence): Promise<void> {
     let machine = await this.here(cluster, name);
     if (!machine) return;
-    await this.passFence(cluster, name, fence);
     if (machine.deleting !== true) {
       // Marked first, so a crash while stopping still ends in a deleted machine.
       machine = { ...machine, deleting: true, deleteAt: this.clock.now() + this.draw(this.deletionDelay) };
@@ -268,7 +268,10 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    */
   async destroyCluster(cluster: string, fence?: Fence): Promise<void> {
     checkName('cluster', cluster);
-    await passFence(this.fenceDir(cluster), cluster, `control plane ${cluster}`, fence);
+    await this.fenced(cluster, undefined, fence, () => this.destroyHere(cluster, fence));
+  }
+
+  private async destroyHere(cluster: string, fence: Fence): Promise<void> {
     const names = await this.machineNames(cluster);
     // Before anything is stopped or forgotten: members this process cannot reach would run on, orphaned.
     for (const name of names) if (!(await this.read(cluster, name))) await this.here(cluster, name);
@@ -290,8 +293,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
   async renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void> {
     const machine = await this.here(cluster, name);
     if (!machine) throw new Error(`machine ${cluster}/${name} does not exist`);
-    await this.passFence(cluster, name, fence);
-    await this.pki.issueMember(cluster, name, machine.address, true);
+    await this.fenced(cluster, name, fence, () => this.pki.issueMember(cluster, name, machine.address, true));
   }
 
   /** Local processes hold no connection: nothing to close. */
@@ -355,13 +357,9 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     return drawDuration(range, this.random);
   }
 
-  /** Right before a destructive act: refused when a newer lease holder acted on the cluster here. */
-  private passFence(cluster: string, name: string, fence: Fence): Promise<void> {
-    return passFence(this.fenceDir(cluster), cluster, `machine ${cluster}/${name}`, fence);
-  }
-
-  private fenceDir(cluster: string): string {
-    return join(this.clusterDir(cluster), 'fence');
+  /** A destructive act on a machine (none: the whole cluster) under the cluster's fence on this host: refused when a newer lease holder acted here. */
+  private fenced<T>(cluster: string, name: string | undefined, fence: Fence, act: () => Promise<T>): Promise<T> {
+    return underFence(join(this.clusterDir(cluster), 'fence'), cluster, name === undefined ? `control plane ${cluster}` : `machine ${cluster}/${name}`, fence, act);
   }
 
   private clusterDir(cluster: string): string {
