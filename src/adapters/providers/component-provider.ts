@@ -79,8 +79,12 @@ export abstract class ComponentProvider {
     return this.pki.caRotationPhase(cluster);
   }
 
-  /** Its files are in the record store, and reach each machine as its member restarts. */
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    return this.pki.advanceCaRotation(cluster, phase);
+  /** Its files are in the record store, and reach each machine as its member restarts; the cluster's fence first. */
+  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined, fence?: Fence): Promise<void> {
+    await this.passClusterFence(cluster, fence);
+    await this.pki.advanceCaRotation(cluster, phase);
   }
+
+  /** Right before an act on the whole cluster: refused (StaleFenceError) when a newer lease holder acted on it. */
+  protected abstract passClusterFence(cluster: string, fence: Fence): Promise<void>;
 }

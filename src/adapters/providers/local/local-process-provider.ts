@@ -268,7 +268,7 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
    */
   async destroyCluster(cluster: string, fence?: Fence): Promise<void> {
     checkName('cluster', cluster);
-    await passFence(this.fenceDir(cluster), cluster, `control plane ${cluster}`, fence);
+    await this.passClusterFence(cluster, fence);
     const names = await this.machineNames(cluster);
     // Before anything is stopped or forgotten: members this process cannot reach would run on, orphaned.
     for (const name of names) if (!(await this.read(cluster, name))) await this.here(cluster, name);
@@ -355,13 +355,13 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     return drawDuration(range, this.random);
   }
 
-  /** Right before a destructive act: refused when a newer lease holder acted on the cluster here. */
-  private passFence(cluster: string, name: string, fence: Fence): Promise<void> {
-    return passFence(this.fenceDir(cluster), cluster, `machine ${cluster}/${name}`, fence);
+  protected passClusterFence(cluster: string, fence: Fence): Promise<void> {
+    return passFence(join(this.clusterDir(cluster), 'fence'), cluster, `control plane ${cluster}`, fence);
   }
 
-  private fenceDir(cluster: string): string {
-    return join(this.clusterDir(cluster), 'fence');
+  /** Right before a destructive act: refused when a newer lease holder acted on the cluster here. */
+  private passFence(cluster: string, name: string, fence: Fence): Promise<void> {
+    return passFence(join(this.clusterDir(cluster), 'fence'), cluster, `machine ${cluster}/${name}`, fence);
   }
 
   private clusterDir(cluster: string): string {
