@@ -80,10 +80,13 @@ async function rollingRestart(deps: RenewDeps, between: (machine: MachineRecord)
   return restarted;
 }
 
-/** Restarts the Kubernetes components of every machine (kubernetes-restart.ts), when there are any. */
-async function restartComponents(deps: RenewDeps, what: string): Promise<void> {
+/**
+ * Restarts the Kubernetes components of every machine (kubernetes-restart.ts), when there are any;
+ * `between` runs while a machine's components are stopped.
+ */
+async function restartComponents(deps: RenewDeps, what: string, between?: (machine: string) => Promise<void>): Promise<void> {
   if (deps.kubernetes === undefined) return;
-  await restartKubernetes(deps.cluster, deps.kubernetes, { lease: deps.lease, clock: deps.clock, patienceMs: deps.healthTimeoutMs, onNote: deps.onNote });
+  await restartKubernetes(deps.cluster, deps.kubernetes, { lease: deps.lease, clock: deps.clock, patienceMs: deps.healthTimeoutMs, onNote: deps.onNote, between });
   deps.onNote(what);
 }
 
@@ -145,23 +148,37 @@ export async function renewCertificates(deps: RenewDeps): Promise<string[]> {
 }
 
 /**
+ * Every Kubernetes leaf from the new Kubernetes and front-proxy CAs, which every component trusts
+ * since the first phase: the clients' certificates at once (the apiservers that have not restarted
+ * yet trust them already), each apiserver's serving certificate while its machine's components are
+ * stopped for their restart.
+ */
+async function reissueKubernetes(deps: RenewDeps, kubernetes: KubernetesCare): Promise<void> {
+  await deps.lease.verify();
+  await kubernetes.machines.renewClusterCertificates(deps.cluster);
+  deps.onNote('renewed the Kubernetes client certificates from the new CAs: a kubeconfig printed from now on (fastplane kubeconfig) keeps working after the rotation');
+  await restartComponents(deps, 'the components restarted with certificates from the new CAs', (machine) => kubernetes.machines.renewMachineCertificates(deps.cluster, machine));
+}
+
+/**
  * A new CA with an overlap bundle, in three rolling restarts so that at every moment each member
  * trusts every certificate it may be shown: (1) members and clients trust old and new CA; (2) the
  * client and each member get certificates from the new CA; (3) the old CA leaves the bundle. The
  * phase is recorded before each restart, so a rerun after a crash carries on where it stopped. On a
- * Kubernetes control plane the first and last phases' member restarts are followed by a rolling
- * restart of the machines' components: after the first, the apiservers trust both etcd CAs and present
- * an etcd client certificate of the new one (every member trusts it by then), before any member shows
- * a certificate of the new CA; after the last, they trust the new CA only. The Kubernetes CA itself is
- * not rotated.
+ * Kubernetes control plane the Kubernetes CA and the front-proxy CA go through the same phases
+ * (Kubernetes' manual CA rotation), each followed by a rolling restart of the machines' components:
+ * after the first, the apiservers and the kubeconfigs trust both of each CA, and the apiservers show
+ * etcd a client certificate of its new CA (every member trusts it by then); after the second, every
+ * Kubernetes leaf (serving, front-proxy, kubeconfig clients) is issued anew from the new CAs; after the
+ * last, the components trust the new CAs only. The service-account key pair is no CA and stays.
  */
 export async function rotateCertificateAuthority(deps: RenewDeps): Promise<string[]> {
   await deps.lease.verify();
   let phase = await deps.provider.caRotationPhase(deps.cluster);
   if (phase === undefined) {
     phase = 'trust';
-    await deps.provider.advanceCaRotation(deps.cluster, phase);
-    deps.onNote('created a new CA; members and clients trust the old and the new one');
+    await deps.provider.advanceCaRotation(deps.cluster, phase, deps.lease.fence);
+    deps.onNote(deps.kubernetes === undefined ? 'created a new CA; members and clients trust the old and the new one' : 'created new etcd, Kubernetes and front-proxy CAs; members, components and clients trust the old and the new ones');
   }
   let renewed: string[] = [];
   if (phase === 'trust') {
@@ -173,10 +190,10 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
     }
     // One restart for both: each apiserver trusts the new CA before any member shows a certificate of
     // it, and shows etcd a client certificate of the new CA long before the old one is dropped.
-    await restartComponents(deps, 'the apiservers restarted trusting both etcd CAs, with an etcd client certificate from the new one');
+    await restartComponents(deps, 'the components restarted trusting both CAs of each kind, the apiservers with an etcd client certificate from the new etcd CA');
     phase = 'reissue';
     await deps.lease.verify();
-    await deps.provider.advanceCaRotation(deps.cluster, phase);
+    await deps.provider.advanceCaRotation(deps.cluster, phase, deps.lease.fence);
   }
   if (phase === 'reissue') {
     await deps.provider.renewClientCertificate(deps.cluster);
@@ -186,13 +203,15 @@ export async function rotateCertificateAuthority(deps: RenewDeps): Promise<strin
       (machine) => deps.provider.renewMemberCertificates(deps.cluster, machine.name, deps.lease.fence),
       (machine) => `renewed the certificates of ${machine.name} from the new CA and restarted it`,
     );
+    if (deps.kubernetes !== undefined) await reissueKubernetes(deps, deps.kubernetes);
     phase = 'drop';
     await deps.lease.verify();
-    await deps.provider.advanceCaRotation(deps.cluster, phase);
-    deps.onNote('the old CA left the bundle');
+    await deps.provider.advanceCaRotation(deps.cluster, phase, deps.lease.fence);
+    deps.onNote(deps.kubernetes === undefined ? 'the old CA left the bundle' : 'the old CAs left the bundles');
   }
   await rollingRestart(deps, () => Promise.resolve(), (m) => `${m.name} restarted trusting the new CA only`);
-  await restartComponents(deps, 'the apiservers restarted trusting the new etcd CA only');
-  await deps.provider.advanceCaRotation(deps.cluster, undefined);
+  await restartComponents(deps, 'the components restarted trusting the new CAs only');
+  await deps.lease.verify();
+  await deps.provider.advanceCaRotation(deps.cluster, undefined, deps.lease.fence);
   return renewed;
 }

@@ -106,15 +106,20 @@ export async function kubernetesRestartStep(
 }
 
 /**
- * A whole rolling restart of the components with nothing renewed in between (what a CA rotation's
- * phase needs: the CA files and client certificates are already in the store), its steps driven to
- * the end, each wait within `patienceMs`.
+ * A whole rolling restart of the components (what a CA rotation's phase needs: the CA files and client
+ * certificates are already in the store), `between` run while a machine's are stopped (its new serving
+ * certificate; by default nothing), its steps driven to the end, each wait within `patienceMs`.
  */
-export async function restartKubernetes(cluster: string, care: KubernetesCare, options: { lease: LeaseGuard; clock: Clock; patienceMs: number; onNote: (text: string) => void }): Promise<void> {
+export async function restartKubernetes(
+  cluster: string,
+  care: KubernetesCare,
+  options: { lease: LeaseGuard; clock: Clock; patienceMs: number; onNote: (text: string) => void; between?: ((machine: string) => Promise<void>) | undefined },
+): Promise<void> {
   let progress = NOT_STARTED;
+  const between = options.between ?? ((): Promise<void> => Promise.resolve());
   await runSteps(
     async () => {
-      const next = await kubernetesRestartStep(cluster, care, options.lease, progress, () => Promise.resolve());
+      const next = await kubernetesRestartStep(cluster, care, options.lease, progress, between);
       progress = next.progress;
       return next.result;
     },

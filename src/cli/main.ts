@@ -179,7 +179,7 @@ export function buildProgram(): Command {
     .command('certs <name-or-renew> [name]')
     .description('certs NAME: every certificate of a control plane with its expiry; certs renew NAME: new member and client certificates, members restarted one at a time')
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))
-    .option('--ca', 'with renew: also rotate the CA (trust both, re-issue from the new CA, drop the old), members restarted one at a time')
+    .option('--ca', 'with renew: also rotate every CA (etcd; on a Kubernetes control plane also the Kubernetes and front-proxy CAs): trust both, re-issue from the new CA, drop the old, members and components restarted one machine at a time')
     .action(async (first: string, second: string | undefined, flags: { output: string; ca?: boolean }) => withContext(program, async (ctx) => (await import('./commands/certs.ts')).certsCommand(ctx, first, second, flags)));
 
   program

@@ -257,8 +257,12 @@ export interface MachineProvider extends InfraProvider {
   renewMemberCertificates(cluster: string, name: string, fence?: Fence): Promise<void>;
   renewClientCertificate(cluster: string): Promise<void>;
   caRotationPhase(cluster: string): Promise<CaRotationPhase | undefined>;
-  /** Changes the CA files for the phase and records it; undefined ends the rotation. */
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void>;
+  /**
+   * Changes the CA files for the phase and records it; undefined ends the rotation. Destructive (it
+   * drops a CA at its last phase): refused with StaleFenceError when a newer lease holder acted on
+   * the cluster.
+   */
+  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined, fence?: Fence): Promise<void>;
   /** The names of the cluster's machines this provider knows of. */
   machineNames(cluster: string): Promise<string[]>;
   /** Each machine's facts, read without side effects (a provider that cannot tell a machine's ready time yet leaves it out). */

@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { parse } from 'yaml';
+import { getText } from '../../src/adapters/host/http-probe.ts';
 import type { CertificateInfo } from '../../src/ports/care.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
 import { EndpointReader, EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
 
-// Certificate renewal and etcd CA rotation on a Kubernetes control plane: real etcd, kube-apiserver,
-// controller-manager, scheduler and HAProxy, with a writer and a reader through the endpoint throughout.
+// Certificate renewal and CA rotation (etcd's, Kubernetes' and the front-proxy's) on a Kubernetes
+// control plane: real etcd, kube-apiserver, controller-manager, scheduler and HAProxy, with a writer
+// and a reader through the endpoint throughout.
 
 const newEnv = cliEnvFactory();
 const DAY_MS = 86_400_000;
@@ -25,12 +30,25 @@ function kubernetesLeaves(list: Map<string, CertificateInfo>): CertificateInfo[]
   return [...list.values()].filter((c) => c.file.includes('/kubernetes/') && !/ca\.crt$/.test(c.file));
 }
 
-/** The serving certificate an apiserver presents, as openssl reads it: its expiry. */
+/** The serving certificate an apiserver presents, as openssl reads it. */
+function servedPem(address: string): string {
+  return execFileSync('openssl', ['s_client', '-connect', address], { input: '', stdio: ['pipe', 'pipe', 'ignore'] }).toString();
+}
+
+/** The serving certificate's expiry. */
 function servedNotAfter(address: string): number {
-  const pem = execFileSync('openssl', ['s_client', '-connect', address], { input: '', stdio: ['pipe', 'pipe', 'ignore'] }).toString();
-  const text = execFileSync('openssl', ['x509', '-noout', '-enddate'], { input: pem }).toString();
+  const text = execFileSync('openssl', ['x509', '-noout', '-enddate'], { input: servedPem(address) }).toString();
   return Date.parse(/notAfter=(.*)/.exec(text)?.[1] ?? '');
 }
+
+/** The CA data and the client certificate and key a kubeconfig embeds, as PEM. */
+function embedded(kubeconfig: string): { ca: string; cert: string; key: string } {
+  const doc = parse(kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+  const pem = (data: string | undefined): string => Buffer.from(data ?? '', 'base64').toString('utf8');
+  return { ca: pem(doc.clusters[0]?.cluster['certificate-authority-data']), cert: pem(doc.users[0]?.user['client-certificate-data']), key: pem(doc.users[0]?.user['client-key-data']) };
+}
+
+const certificateCount = (pem: string): number => pem.match(/BEGIN CERTIFICATE/g)?.length ?? 0;
 
 function issuerOf(file: string): string {
   return execFileSync('openssl', ['x509', '-noout', '-issuer', '-in', file]).toString().trim();
@@ -79,7 +97,7 @@ describe('certificates of a Kubernetes control plane', { timeout: 600_000 }, () 
   let machines: string[];
 
   before(async () => {
-    env = newEnv('127.34');
+    env = newEnv('127.62');
     // Short-lived (about 41 days) yet outside the 30-day window, so the loop leaves them to `certs renew`.
     const up = await env.run(['up', '--name', 'kc', '--replicas', '3', '--kubernetes', TEST_KUBERNETES, '--timeout', '240s', '-o', 'json'], { FASTPLANE_CERT_VALIDITY: `${String(SHORT_DAYS * 24)}h` });
     assert.equal(up.code, 0, up.stderr);
@@ -120,27 +138,88 @@ describe('certificates of a Kubernetes control plane', { timeout: 600_000 }, () 
     assert.equal(status.status.conditions.find((c) => c.type === 'ControlPlaneComponentsHealthy')?.status, 'True');
   });
 
-  test('certs renew --ca: the apiservers still serve, with an etcd client certificate of the new etcd CA', async (t) => {
+  test('certs renew --ca: every CA rotated with no outage for a client that fetches its kubeconfig again; the old Kubernetes CA trusted no more', async (t) => {
     const listed = [...certs((await env.run(['certs', 'kc', '-o', 'json'])).stdout).keys()];
-    const etcdClient = listed.find((file) => file.endsWith('/apiserver-etcd-client.crt'));
-    const etcdCa = listed.find((file) => file.endsWith('/pki/ca.crt') && !file.includes('/kubernetes/'));
-    assert.ok(etcdClient !== undefined && etcdCa !== undefined, `the listing names the etcd CA and the apiserver's etcd client: ${listed.join(', ')}`);
+    const named = (suffix: string, kubernetes: boolean): string => {
+      const file = listed.find((f) => f.endsWith(suffix) && f.includes('/kubernetes/') === kubernetes);
+      assert.ok(file !== undefined, `the listing names ${suffix}: ${listed.join(', ')}`);
+      return file;
+    };
+    const [etcdClient, etcdCa, kubernetesCa, frontProxyCa, frontProxyClient] = [named('/apiserver-etcd-client.crt', true), named('/pki/ca.crt', false), named('/kubernetes/pki/ca.crt', true), named('/front-proxy-ca.crt', true), named('/front-proxy-client.crt', true)];
     const oldIssuer = issuerOf(etcdClient);
+    const [oldKubernetesCa, oldFrontProxyCa] = [readFileSync(kubernetesCa, 'utf8'), readFileSync(frontProxyCa, 'utf8')];
+    // A client certificate of the old Kubernetes CA, valid for months yet: the one the endpoint's kubeconfig was printed with.
+    const oldClient = embedded(readFileSync(endpoint.kubeconfig, 'utf8'));
+    let refetched = 0;
+    const refetchFailures: string[] = [];
     const load = await underLoad(endpoint, 'rotate', async () => {
-      const rotate = await env.run(['certs', 'renew', 'kc', '--ca']);
-      assert.equal(rotate.code, 0, rotate.stderr);
+      // The writer and the reader follow the rotation as a user would: `fastplane kubeconfig` again now and then.
+      const rotation = { running: true };
+      const refetching = (async (): Promise<void> => {
+        while (rotation.running) {
+          const printed = await env.run(['kubeconfig', 'kc']);
+          if (printed.code === 0) {
+            writeFileSync(`${endpoint.kubeconfig}.next`, printed.stdout, { mode: 0o600 });
+            renameSync(`${endpoint.kubeconfig}.next`, endpoint.kubeconfig);
+            refetched++;
+          } else refetchFailures.push(printed.stderr);
+          await new Promise((resolve) => setTimeout(resolve, 3_000));
+        }
+      })();
+      try {
+        const rotate = await env.run(['certs', 'renew', 'kc', '--ca']);
+        assert.equal(rotate.code, 0, rotate.stderr);
+      } finally {
+        rotation.running = false;
+        await refetching;
+      }
     });
-    t.diagnostic(`certs renew --ca: ${describeLoad(load)}`);
+    const rotated = Date.now();
+    t.diagnostic(`certs renew --ca: ${describeLoad(load)}; kubeconfig fetched ${String(refetched)} times`);
+    assert.deepEqual(refetchFailures, [], 'fastplane kubeconfig answered throughout');
     assert.notEqual(issuerOf(etcdClient), oldIssuer, 'apiserver-etcd-client comes from the new etcd CA');
     assert.ok(chainsTo(etcdCa, etcdClient), 'apiserver-etcd-client chains to the etcd CA file, now the new CA alone');
-    // etcd now trusts the new CA only: an apiserver that writes shows etcd a certificate of the new CA.
+
+    const [newKubernetesCa, newFrontProxyCa] = [readFileSync(kubernetesCa, 'utf8'), readFileSync(frontProxyCa, 'utf8')];
+    assert.ok(newKubernetesCa !== oldKubernetesCa && certificateCount(newKubernetesCa) === 1, 'a new Kubernetes CA, alone in its file');
+    assert.ok(newFrontProxyCa !== oldFrontProxyCa && certificateCount(newFrontProxyCa) === 1, 'a new front-proxy CA, alone in its file');
+    assert.ok(chainsTo(frontProxyCa, frontProxyClient), 'front-proxy-client chains to the new front-proxy CA');
+    const scratch = (name: string, text: string): string => {
+      const file = join(env.stateDir, name);
+      writeFileSync(file, text, { mode: 0o600 });
+      return file;
+    };
+    const kubeconfigs = [['admin', (await env.run(['kubeconfig', 'kc'])).stdout], ...machines.flatMap((m) => ['kube-controller-manager', 'kube-scheduler'].map((c) => [`${m} ${c}`, readFileSync(join(env.stateDir, 'clusters', 'kc', 'machines', m, `${c}.conf`), 'utf8')]))];
+    for (const [who, text = ''] of kubeconfigs) {
+      const { ca, cert } = embedded(text);
+      assert.equal(ca.trim(), newKubernetesCa.trim(), `${String(who)}'s kubeconfig trusts the new CA alone`);
+      assert.ok(chainsTo(kubernetesCa, scratch('client.crt', cert)), `${String(who)}'s client certificate chains to the new CA`);
+    }
+    const oldFiles = { caFile: kubernetesCa, certFile: scratch('old-client.crt', oldClient.cert), keyFile: scratch('old-client.key', oldClient.key) };
     for (const machine of machines) {
+      const address = (await env.run(['kubeconfig', 'kc', '--machine', machine])).stdout.match(/server: https:\/\/(\S+)/)?.[1] ?? '';
+      assert.ok(chainsTo(kubernetesCa, scratch('served.crt', servedPem(address))), `${machine}'s apiserver serves a certificate of the new CA`);
+      // The apiserver checks a client certificate against its --client-ca-file, the new CA alone now.
+      const refused = await getText(`https://${address}/api/v1/namespaces`, { kind: 'client', files: oldFiles }, 10_000);
+      assert.equal(refused.status, 401, `${machine}'s apiserver refuses a client certificate of the old CA: ${refused.body}`);
+      // etcd now trusts the new CA only: an apiserver that writes shows etcd a certificate of the new CA.
       const direct = await kubectlFor(env, 'kc', machine);
       assert.equal((await direct.run(['get', '--raw', '/readyz'])).trim(), 'ok', `${machine}'s apiserver is ready`);
       await direct.run(['create', 'configmap', `after-rotation-${machine}`, '-n', 'rotate']);
     }
+    // Leader election goes on under the new certificates: each Lease has a holder that renewed it since.
+    for (const lease of ['kube-controller-manager', 'kube-scheduler']) {
+      let spec: { holderIdentity?: string; renewTime?: string } = {};
+      for (let i = 0; i < 60 && !(Date.parse(spec.renewTime ?? '') > rotated); i++) {
+        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 1_000));
+        spec = (await endpoint.json<{ spec: typeof spec }>(['get', 'lease', '-n', 'kube-system', lease])).spec;
+      }
+      assert.ok(spec.holderIdentity !== undefined && spec.holderIdentity !== '', `${lease} has a leader`);
+      assert.ok(Date.parse(spec.renewTime ?? '') > rotated, `${lease} renewed after the rotation: ${JSON.stringify(spec)}`);
+    }
     assert.deepEqual(await lostWrites(endpoint, 'rotate', load.writer), [], 'every acknowledged object is stored');
     assert.deepEqual(load.reader.failures, [], 'every /readyz read through the endpoint answered');
+    assert.equal(load.writer.failures, 0, `no write failed${load.writer.lastError === undefined ? '' : `: ${load.writer.lastError}`}`);
   });
 
   after(async () => {

@@ -138,8 +138,8 @@ describe('certificate renewal of a Kubernetes control plane as passes', () => {
   });
 });
 
-describe('an etcd CA rotation of a Kubernetes control plane', () => {
-  test("the components restart after the first phase (an etcd client of the new CA by then) and after the last, never mid-phase", async () => {
+describe('a CA rotation of a Kubernetes control plane', () => {
+  test('the components restart after each phase, never mid-phase: an etcd client of the new etcd CA after the first, every Kubernetes leaf anew after the second', async () => {
     const { cluster, calls, deps } = renewalCluster();
     const fake = new FakeKubernetesMachines(['m-a', 'm-b', 'm-c']);
     const stops = (list: string[]): number => list.filter((c) => c.startsWith('stop')).length;
@@ -149,9 +149,9 @@ describe('an etcd CA rotation of a Kubernetes control plane', () => {
     const provider: RenewDeps['provider'] = {
       ...base.provider,
       caRotationPhase: () => Promise.resolve(phase),
-      advanceCaRotation: (_c, next) => {
+      advanceCaRotation: (_c, next, fence) => {
         phase = next;
-        phases.push(`${next ?? 'ended'}: ${String(stops(calls))} member stops, ${String(stops(fake.calls))} component stops`);
+        phases.push(`${next ?? 'ended'}: ${String(stops(calls))} member stops, ${String(stops(fake.calls))} component stops, fence ${String(fence)}`);
         return Promise.resolve();
       },
     };
@@ -159,11 +159,15 @@ describe('an etcd CA rotation of a Kubernetes control plane', () => {
       cluster.down.delete(machine.name.slice(2));
       return Promise.resolve();
     };
-    await rotateCertificateAuthority({ ...base, provider, start, kubernetes: fake.care() });
-    assert.deepEqual(phases, ['trust: 0 member stops, 0 component stops', 'reissue: 3 member stops, 3 component stops', 'drop: 6 member stops, 3 component stops', 'ended: 9 member stops, 6 component stops']);
+    // Each phase change carries the lease's fence, as every destructive provider call does.
+    await rotateCertificateAuthority({ ...base, provider, start, kubernetes: fake.care(), lease: { ...noLease, fence: 4 } });
+    assert.deepEqual(phases, ['trust: 0 member stops, 0 component stops, fence 4', 'reissue: 3 member stops, 3 component stops, fence 4', 'drop: 6 member stops, 6 component stops, fence 4', 'ended: 9 member stops, 9 component stops, fence 4']);
     const renewed = fake.calls.indexOf('renew cluster, etcd client from the next CA');
     assert.ok(renewed >= 0 && renewed < fake.calls.indexOf('stop m-a'), 'the etcd client from the new CA is in place before the first component restart');
-    assert.equal(fake.calls.filter((c) => c.startsWith('renew cluster')).length, 1);
+    // The second restart: the clients' certificates first, then each serving certificate while its machine's components are stopped.
+    const second = fake.calls.slice(fake.calls.indexOf('renew cluster'));
+    assert.deepEqual(second.filter((c) => c.startsWith('renew') || c.startsWith('stop')).slice(0, 7), ['renew cluster', 'stop m-a', 'renew m-a', 'stop m-b', 'renew m-b', 'stop m-c', 'renew m-c']);
+    assert.equal(fake.calls.filter((c) => c.startsWith('renew cluster')).length, 2);
     assert.equal(fake.outages, 0);
   });
 });

@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { after, test } from 'node:test';
-import { issueKubernetesCluster, issueKubernetesMachine } from '../../src/adapters/pki/kubernetes-pki.ts';
-import { rotateAuthority } from '../../src/adapters/pki/local-pki.ts';
+import { issueKubernetesCluster, issueKubernetesMachine, rotateKubernetesAuthorities } from '../../src/adapters/pki/kubernetes-pki.ts';
+import { etcdAuthority, rotateAuthority } from '../../src/adapters/pki/local-pki.ts';
 import type { CertAndKey } from '../../src/adapters/pki/pki-files.ts';
 
 // The Kubernetes PKI on its own, without the record store: what kubernetes-pki.ts writes in a cluster's folder.
@@ -105,9 +105,59 @@ test('during an etcd CA rotation the apiserver etcd client may come from the CA 
   const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', undefined);
   const etcdPki = dirname(files.etcdCa);
   await assert.rejects(issueKubernetesCluster(dir, { renew: true, nextEtcdCa: true }), /no CA rotation in progress/);
-  await rotateAuthority(etcdPki, 'trust');
+  await rotateAuthority(etcdAuthority(etcdPki), 'trust');
   await issueKubernetesCluster(dir, { renew: true, nextEtcdCa: true });
   assert.ok(signedBy(files.apiserverEtcdClient, join(etcdPki, 'ca-next.crt')), 'signed by the next etcd CA');
   assert.ok(!cert(files.apiserverEtcdClient.cert).verify(cert(files.etcdCa).publicKey), 'not by the current one');
   assert.ok(signedBy(files.clients.admin, files.ca.cert), 'the Kubernetes clients from the Kubernetes CA as ever');
+});
+
+/** Every certificate of a PEM bundle file. */
+const bundle = (file: string): X509Certificate[] => readFileSync(file, 'utf8').split(/(?=-----BEGIN CERTIFICATE-----)/).map((pem) => new X509Certificate(pem));
+const trusts = (caFile: string, pair: CertAndKey): boolean => bundle(caFile).some((ca) => cert(pair.cert).verify(ca.publicKey));
+
+test('a Kubernetes CA rotation: both CAs trusted, then leaves from the new ones, then the new ones alone; the signer file always one certificate, the service-account key kept', async () => {
+  const dir = clusterDir();
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', undefined);
+  const oldCa = cert(files.ca.cert);
+  const serviceAccount = readFileSync(files.serviceAccount.key, 'utf8');
+  const oldAdmin = { cert: join(dir, 'old-admin.crt'), key: files.clients.admin.key };
+  writeFileSync(oldAdmin.cert, readFileSync(files.clients.admin.cert));
+  assert.equal(readFileSync(files.caSigner, 'utf8').trim(), readFileSync(files.ca.cert, 'utf8').trim(), 'outside a rotation the signer is the CA');
+
+  await rotateKubernetesAuthorities(dir, 'trust');
+  assert.equal(bundle(files.ca.cert).length, 2);
+  assert.equal(bundle(files.frontProxyCa.cert).length, 2);
+  assert.equal(bundle(files.caSigner).length, 1);
+  assert.ok(cert(files.caSigner).verify(oldCa.publicKey), 'the old CA signs until the second phase');
+
+  await rotateKubernetesAuthorities(dir, 'reissue');
+  const newCa = bundle(files.ca.cert)[0];
+  assert.ok(newCa !== undefined && newCa.subject !== oldCa.subject, 'the new CA first in the bundle');
+  assert.ok(cert(files.caSigner).verify(newCa.publicKey) && bundle(files.caSigner).length === 1, 'the signer is the new CA alone');
+  await issueKubernetesMachine(dir, 'm1', '127.30.1.1', undefined, { renew: true });
+  await issueKubernetesCluster(dir, { renew: true });
+  for (const pair of [files.apiserver, files.clients.admin, files.clients['controller-manager'], files.clients.scheduler]) assert.ok(cert(pair.cert).verify(newCa.publicKey), `${pair.cert} from the new CA`);
+  assert.equal(cert(files.frontProxyClient.cert).issuer, bundle(files.frontProxyCa.cert)[0]?.subject, 'front-proxy-client from the new front-proxy CA');
+  assert.ok(trusts(files.ca.cert, oldAdmin), 'a client of the old CA is still trusted until the last phase');
+
+  await rotateKubernetesAuthorities(dir, undefined);
+  assert.equal(bundle(files.ca.cert).length, 1);
+  assert.equal(bundle(files.frontProxyCa.cert).length, 1);
+  assert.ok(!trusts(files.ca.cert, oldAdmin), 'a client of the old CA is trusted no more');
+  assert.ok(trusts(files.ca.cert, files.clients.admin));
+  assert.ok(trusts(files.frontProxyCa.cert, files.frontProxyClient));
+  assert.equal(readFileSync(files.serviceAccount.key, 'utf8'), serviceAccount, 'the service-account key is no CA and stays');
+  assert.deepEqual(readdirSync(dirname(files.ca.cert)).filter((name) => name.includes('-next')), [], 'no next CA left');
+});
+
+test('an etcd-only cluster has no Kubernetes CA to rotate, and a rotation begun without one carries on without one', async () => {
+  const dir = clusterDir();
+  await rotateKubernetesAuthorities(dir, 'trust');
+  assert.deepEqual(readdirSync(dir), []);
+  const files = await issueKubernetesMachine(dir, 'm1', '127.30.1.1', undefined);
+  const ca = readFileSync(files.ca.cert, 'utf8');
+  await rotateKubernetesAuthorities(dir, 'reissue');
+  await rotateKubernetesAuthorities(dir, 'drop');
+  assert.equal(readFileSync(files.ca.cert, 'utf8'), ca);
 });

@@ -89,7 +89,7 @@ function controllerManagerFlags(placement: KubernetesPlacement): string[] {
     '--requestheader-client-ca-file', files.frontProxyCa.cert,
     '--root-ca-file', files.ca.cert,
     '--service-account-private-key-file', files.serviceAccount.key,
-    '--cluster-signing-cert-file', files.ca.cert,
+    '--cluster-signing-cert-file', files.caSigner,
     '--cluster-signing-key-file', files.ca.key,
     '--use-service-account-credentials=true',
     '--controllers', '*,bootstrapsigner,tokencleaner',

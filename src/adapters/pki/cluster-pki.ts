@@ -101,9 +101,18 @@ export class ClusterPki {
     return this.readCa(cluster, (pkiDir) => pki.caRotationPhase(pkiDir));
   }
 
+  /**
+   * A CA rotation's phase applied to every CA of the cluster: the etcd CA, and on a Kubernetes control
+   * plane the Kubernetes and front-proxy CAs, stored together. The etcd step records the phase, last:
+   * a crash before it repeats the whole phase, each step idempotent.
+   */
   async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    const pki = await loadPki();
-    await this.withCa(cluster, () => pki.advanceCaRotation(this.pkiDir(cluster), phase));
+    const [pki, kubernetesPki] = await Promise.all([loadPki(), loadKubernetesPki()]);
+    const state = this.state(cluster);
+    await state.withFiles(['pki', KUBERNETES_PKI], async () => {
+      await kubernetesPki.rotateKubernetesAuthorities(state.cacheDir, phase);
+      await pki.advanceCaRotation(this.pkiDir(cluster), phase);
+    });
   }
 
   /**

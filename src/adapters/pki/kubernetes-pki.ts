@@ -1,10 +1,11 @@
-import { chmod, mkdir } from 'node:fs/promises';
+import { chmod, mkdir, readFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { withLock } from '../state-files.ts';
-import { ensureAuthority, nextAuthority } from './local-pki.ts';
-import { KUBERNETES_NETWORK, kubernetesClusterFiles, kubernetesFiles, type CertAndKey, type KubernetesClient, type KubernetesFiles } from './pki-files.ts';
-import { ensureAuthorityFiles, ensureKeyPair, ensureLeaf, subjectAltNames, x509, type Authority, type Leaf } from './x509-certificates.ts';
+import type { CaRotationPhase } from '../../ports/machine-provider.ts';
+import { withLock, writeFileAtomic } from '../state-files.ts';
+import { ensureAuthority, nextAuthority, nextFiles, rotateAuthority, rotationStep, type RotatingAuthority } from './local-pki.ts';
+import { KUBERNETES_NETWORK, kubernetesClusterFiles, kubernetesFiles, type CertAndKey, type KubernetesClient, type KubernetesClusterFiles, type KubernetesFiles } from './pki-files.ts';
+import { ensureAuthorityFiles, ensureKeyPair, ensureLeaf, loadAuthority, subjectAltNames, x509, type Authority, type Leaf } from './x509-certificates.ts';
 
 /**
  * A Kubernetes control plane's certificates as kubeadm lays them out (docs/kubernetes.md, "The
@@ -15,6 +16,7 @@ import { ensureAuthorityFiles, ensureKeyPair, ensureLeaf, subjectAltNames, x509,
  */
 
 const KUBERNETES_CA = 'CN=kubernetes';
+const FRONT_PROXY_CA = 'CN=front-proxy-ca';
 
 type Options = {
   renew?: boolean;
@@ -47,7 +49,8 @@ export async function issueKubernetesCluster(clusterDir: string, options: Option
     const renew = options.renew === true;
     const leaf = (base: Omit<Leaf, 'validityMs'>): Leaf => ({ ...base, validityMs: options.validityMs });
     const ca = await ensureAuthorityFiles(files.ca.key, files.ca.cert, KUBERNETES_CA);
-    const frontProxyCa = await ensureAuthorityFiles(files.frontProxyCa.key, files.frontProxyCa.cert, 'CN=front-proxy-ca');
+    await writeSigner(files.caSigner, ca);
+    const frontProxyCa = await ensureAuthorityFiles(files.frontProxyCa.key, files.frontProxyCa.cert, FRONT_PROXY_CA);
     const client = [x509.ExtendedKeyUsage.clientAuth];
     await issue(frontProxyCa, files.frontProxyClient, leaf({ commonName: 'front-proxy-client', usages: client, addresses: [] }), renew);
     await issue(etcdCa, files.apiserverEtcdClient, leaf({ commonName: 'kube-apiserver-etcd-client', usages: client, addresses: [] }), renew);
@@ -75,6 +78,44 @@ export async function issueKubernetesMachine(clusterDir: string, name: string, a
   const ca = await withLock(join(dirname(files.ca.cert), 'ca.lock'), () => ensureAuthorityFiles(files.ca.key, files.ca.cert, KUBERNETES_CA));
   await issue(ca, files.apiserver, leaf, options.renew === true || stale);
   return files;
+}
+
+/**
+ * The controller-manager's CSR signing certificate (`--cluster-signing-cert-file`): the one certificate
+ * of the Kubernetes CA whose key signs. Its signer refuses a file of more than one certificate, so it
+ * cannot read ca.crt while a rotation makes that a bundle (docs/kubernetes.md).
+ */
+async function writeSigner(file: string, ca: Authority): Promise<void> {
+  const pem = ca.cert.toString('pem');
+  if (existsSync(file) && (await readFile(file, 'utf8')) === pem) return;
+  await writeFileAtomic(file, pem);
+}
+
+/** The Kubernetes CA and the front-proxy CA, as a rotation sees them. */
+function authorities(files: KubernetesClusterFiles): RotatingAuthority[] {
+  return [
+    { ...files.ca, subject: KUBERNETES_CA },
+    { ...files.frontProxyCa, subject: FRONT_PROXY_CA },
+  ];
+}
+
+/**
+ * A CA rotation's phase applied to the Kubernetes CA and the front-proxy CA as to the etcd CA
+ * (local-pki.ts `rotateAuthority`): trust both, then sign with the new one, then trust it alone; the
+ * controller-manager's signing certificate follows the signing key. Nothing on an etcd-only cluster,
+ * and nothing after the first phase for a rotation begun before the Kubernetes CAs were part of one
+ * (it has no next Kubernetes CA).
+ */
+export async function rotateKubernetesAuthorities(clusterDir: string, phase: CaRotationPhase | undefined): Promise<void> {
+  const files = kubernetesClusterFiles(clusterDir);
+  if (!existsSync(files.ca.cert)) return;
+  const step = rotationStep(phase);
+  await withLock(join(dirname(files.ca.cert), 'ca.lock'), async () => {
+    for (const ca of authorities(files)) {
+      if (step === 'trust' || existsSync(nextFiles(ca).cert)) await rotateAuthority(ca, step);
+    }
+    await writeSigner(files.caSigner, await loadAuthority(files.ca.key, files.ca.cert));
+  });
 }
 
 function issue(ca: Authority, pair: CertAndKey, leaf: Leaf, renew: boolean): Promise<void> {

@@ -65,47 +65,68 @@ export async function ensureAuthority(pkiDir: string, validityMs?: number): Prom
 
 const CA_SUBJECT = 'CN=fastplane-etcd-ca';
 
+/** A CA's files as a rotation sees them: its trusted certificate file (a bundle during a rotation), its signing key, its subject. */
+export interface RotatingAuthority {
+  cert: string;
+  key: string;
+  subject: string;
+}
+
+/** Where a rotation keeps the CA it brings in, beside the CA's own files. */
+export function nextFiles(ca: Pick<RotatingAuthority, 'cert' | 'key'>): { cert: string; key: string } {
+  return { cert: ca.cert.replace(/\.crt$/, '-next.crt'), key: ca.key.replace(/\.key$/, '-next.key') };
+}
+
+/** The cluster's etcd CA, as rotateAuthority sees it. */
+export function etcdAuthority(pkiDir: string): RotatingAuthority {
+  return { cert: join(pkiDir, 'ca.crt'), key: join(pkiDir, 'ca.key'), subject: CA_SUBJECT };
+}
+
 /**
  * CA rotation in three steps, each idempotent (a rerun after a crash repeats the step it stopped in):
  * `trust` creates the next CA (ca-next.key, ca-next.crt) and makes ca.crt the bundle old + new;
- * `switch` makes the next CA's key the signing key (leaves issued from then on chain to the new CA);
- * `finish` leaves only the new CA in ca.crt and removes ca-next.*.
+ * `switch` makes the next CA's key the signing key (leaves issued from then on chain to the new CA)
+ * and puts its certificate first in the bundle (a reader taking the first certificate as the key's
+ * finds it there); `finish` leaves only the new CA in ca.crt and removes ca-next.*. The caller holds
+ * the lock of the CA's folder.
  */
-export async function rotateAuthority(pkiDir: string, step: 'trust' | 'switch' | 'finish'): Promise<void> {
-  const certFile = join(pkiDir, 'ca.crt');
-  const keyFile = join(pkiDir, 'ca.key');
-  const nextCert = join(pkiDir, 'ca-next.crt');
-  const nextKey = join(pkiDir, 'ca-next.key');
-  await withLock(join(pkiDir, 'ca.lock'), async () => {
-    if (step === 'trust') {
-      // A distinct subject: which CA issued a certificate shows in its issuer.
-      if (!existsSync(nextCert)) await createAuthority(nextKey, nextCert, `${CA_SUBJECT}-${new Date().toISOString().replace(/[-:.]/g, '')}`);
-      const current = await loadAuthority(keyFile, certFile);
-      const next = await readFile(nextCert, 'utf8');
-      await writeFileAtomic(certFile, `${current.cert.toString('pem')}\n${next.trim()}\n`);
-    } else if (step === 'switch') {
-      const current = await readFile(certFile, 'utf8');
-      if (!current.includes((await readFile(nextCert, 'utf8')).trim())) throw new Error(`${certFile} does not trust the next CA yet`);
-      await writeFileAtomic(keyFile, await readFile(nextKey, 'utf8'), 0o600);
-    } else {
-      if (existsSync(nextCert)) {
-        const signing = await loadAuthority(keyFile, certFile);
-        await writeFileAtomic(certFile, `${signing.cert.toString('pem')}\n`);
-      }
-      await rm(nextKey, { force: true });
-      await rm(nextCert, { force: true });
+export async function rotateAuthority(ca: RotatingAuthority, step: 'trust' | 'switch' | 'finish'): Promise<void> {
+  const next = nextFiles(ca);
+  if (step === 'trust') {
+    // A distinct subject: which CA issued a certificate shows in its issuer.
+    if (!existsSync(next.cert)) await createAuthority(next.key, next.cert, `${ca.subject}-${new Date().toISOString().replace(/[-:.]/g, '')}`);
+    const current = await loadAuthority(ca.key, ca.cert);
+    await writeFileAtomic(ca.cert, `${current.cert.toString('pem')}\n${(await readFile(next.cert, 'utf8')).trim()}\n`);
+  } else if (step === 'switch') {
+    const nextPem = (await readFile(next.cert, 'utf8')).trim();
+    const bundle = await readFile(ca.cert, 'utf8');
+    if (!bundle.includes(nextPem)) throw new Error(`${ca.cert} does not trust the next CA yet`);
+    await writeFileAtomic(ca.key, await readFile(next.key, 'utf8'), 0o600);
+    const others = x509.PemConverter.decode(bundle).map((der) => new x509.X509Certificate(der).toString('pem')).filter((pem) => pem.trim() !== nextPem);
+    await writeFileAtomic(ca.cert, `${[nextPem, ...others].join('\n')}\n`);
+  } else {
+    if (existsSync(next.cert)) {
+      const signing = await loadAuthority(ca.key, ca.cert);
+      await writeFileAtomic(ca.cert, `${signing.cert.toString('pem')}\n`);
     }
-  });
+    await rm(next.key, { force: true });
+    await rm(next.cert, { force: true });
+  }
 }
 
 /** The CA a rotation is bringing in (its first phase made it); throws when no rotation made one. */
 export async function nextAuthority(pkiDir: string): Promise<Authority> {
-  const cert = join(pkiDir, 'ca-next.crt');
-  if (!existsSync(cert)) throw new Error(`no CA rotation in progress in ${pkiDir}`);
-  return loadAuthority(join(pkiDir, 'ca-next.key'), cert);
+  const next = nextFiles(etcdAuthority(pkiDir));
+  if (!existsSync(next.cert)) throw new Error(`no CA rotation in progress in ${pkiDir}`);
+  return loadAuthority(next.key, next.cert);
 }
 
 const ROTATION_FILE = 'ca-rotation.json';
+
+/** What a rotation's phase does to a CA's files; undefined: the rotation ends. */
+export function rotationStep(phase: CaRotationPhase | undefined): 'trust' | 'switch' | 'finish' {
+  return phase === 'trust' ? 'trust' : phase === 'reissue' ? 'switch' : 'finish';
+}
 
 /** The rolling restart a CA rotation needs next, from its state file in the cluster's PKI dir; undefined: none in progress. */
 export async function caRotationPhase(pkiDir: string): Promise<CaRotationPhase | undefined> {
@@ -120,11 +141,7 @@ export async function caRotationPhase(pkiDir: string): Promise<CaRotationPhase |
  */
 export async function advanceCaRotation(pkiDir: string, phase: CaRotationPhase | undefined): Promise<void> {
   const file = join(pkiDir, ROTATION_FILE);
-  if (phase === undefined) {
-    await rotateAuthority(pkiDir, 'finish');
-    await rm(file, { force: true });
-    return;
-  }
-  await rotateAuthority(pkiDir, phase === 'trust' ? 'trust' : phase === 'reissue' ? 'switch' : 'finish');
-  await writeFileAtomic(file, `${JSON.stringify({ phase })}\n`, 0o600);
+  await withLock(join(pkiDir, 'ca.lock'), () => rotateAuthority(etcdAuthority(pkiDir), rotationStep(phase)));
+  if (phase === undefined) await rm(file, { force: true });
+  else await writeFileAtomic(file, `${JSON.stringify({ phase })}\n`, 0o600);
 }

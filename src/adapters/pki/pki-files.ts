@@ -59,6 +59,8 @@ export interface CertAndKey {
  */
 export interface KubernetesClusterFiles {
   ca: CertAndKey;
+  /** The Kubernetes CA's signing certificate alone, for the controller-manager's CSR signer: `ca.crt` is a bundle during a rotation. */
+  caSigner: string;
   frontProxyCa: CertAndKey;
   frontProxyClient: CertAndKey;
   serviceAccount: { key: string; pub: string };
@@ -84,6 +86,7 @@ export function kubernetesClusterFiles(clusterDir: string): KubernetesClusterFil
   const pki = join(clusterDir, KUBERNETES_PKI);
   return {
     ca: pair(pki, 'ca'),
+    caSigner: join(pki, 'ca-signer.crt'),
     frontProxyCa: pair(pki, 'front-proxy-ca'),
     frontProxyClient: pair(pki, 'front-proxy-client'),
     serviceAccount: { key: join(pki, 'sa.key'), pub: join(pki, 'sa.pub') },

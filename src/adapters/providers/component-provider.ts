@@ -79,8 +79,11 @@ export abstract class ComponentProvider {
     return this.pki.caRotationPhase(cluster);
   }
 
-  /** Its files are in the record store, and reach each machine as its member restarts. */
-  advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined): Promise<void> {
-    return this.pki.advanceCaRotation(cluster, phase);
+  /** Its files are in the record store, and reach each machine as its member restarts; the cluster's fence first. */
+  async advanceCaRotation(cluster: string, phase: CaRotationPhase | undefined, fence?: Fence): Promise<void> {
+    await this.underClusterFence(cluster, fence, () => this.pki.advanceCaRotation(cluster, phase));
   }
+
+  /** Runs an act on the whole cluster under its fence: refused (StaleFenceError) when a newer lease holder acted on it. */
+  protected abstract underClusterFence<T>(cluster: string, fence: Fence, act: () => Promise<T>): Promise<T>;
 }

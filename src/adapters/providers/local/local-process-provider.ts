@@ -357,6 +357,9 @@ export class LocalProcessProvider extends ComponentProvider implements MachinePr
     return drawDuration(range, this.random);
   }
 
+  protected underClusterFence<T>(cluster: string, fence: Fence, act: () => Promise<T>): Promise<T> {
+    return this.fenced(cluster, undefined, fence, act);
+  }
   /** A destructive act on a machine (none: the whole cluster) under the cluster's fence on this host: refused when a newer lease holder acted here. */
   private fenced<T>(cluster: string, name: string | undefined, fence: Fence, act: () => Promise<T>): Promise<T> {
     return underFence(join(this.clusterDir(cluster), 'fence'), cluster, name === undefined ? `control plane ${cluster}` : `machine ${cluster}/${name}`, fence, act);

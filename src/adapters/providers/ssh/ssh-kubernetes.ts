@@ -30,6 +30,7 @@ export type SshKubernetesComponents = { readonly [K in KubernetesComponent]: Mac
 function shipped(files: KubernetesFiles): [string, number][] {
   return [
     [files.ca.cert, 0o644],
+    [files.caSigner, 0o644],
     [files.ca.key, 0o600],
     [files.frontProxyCa.cert, 0o644],
     [files.frontProxyClient.cert, 0o644],

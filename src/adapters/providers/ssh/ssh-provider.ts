@@ -257,6 +257,18 @@ export class SshProvider extends ComponentProvider implements MachineProvider {
     return this.ssh.close();
   }
 
+  /** The cluster's fence lives on its machines' hosts: each host that holds one passes it before the act. */
+  protected async underClusterFence<T>(cluster: string, fence: Fence, act: () => Promise<T>): Promise<T> {
+    if (fence !== undefined) {
+      for (const name of await this.machineNames(cluster)) {
+        const machine = await this.read(cluster, name);
+        const host = machine?.host;
+        if (machine !== undefined && host !== undefined) await this.onHostOf(machine, () => this.etcd.passFence({ cluster, name, host }, fence));
+      }
+    }
+    return act();
+  }
+
   /**
    * A step of a deletion on the machine's host. A machine that never got past provisioning never ran
    * a member: a host we cannot reach (or whose key we refuse) holds at most its files, and the next
