@@ -9,6 +9,8 @@ const run = promisify(execFile);
 
 /** The Kubernetes version the tests run: the one README command 2 builds. */
 export const TEST_KUBERNETES = '1.36.3';
+/** The next minor's patch the rollout test rolls to, also built by README command 2. */
+export const TEST_KUBERNETES_NEXT = '1.37.2';
 
 /** The built kubectl, run with a kubeconfig; rejects with kubectl's stderr when it fails. */
 export class Kubectl {
