@@ -25,10 +25,10 @@ const LANE_OF_FILE: Record<string, Lane> = {
 };
 
 /**
- * Files that keep the cores busy (many property runs, a package build): they never run beside a
+ * Files that keep the cores busy (many property runs, simulations): they never run beside a
  * timing-sensitive file, whose deadlines and measurements assume a core to itself.
  */
-const CPU_HEAVY = ['test/property/', 'test/sim/', 'test/e2e/package.test.ts'];
+const CPU_HEAVY = ['test/property/', 'test/sim/'];
 
 /** Files that measure or race real time: benchmarks on the lab, lease expiry, chaos with its writer. */
 const TIMING_SENSITIVE = ['test/chaos/', 'test/e2e/kubernetes-control-plane.test.ts', 'test/e2e/kubernetes-certificates.test.ts', 'test/e2e/bench-lab.test.ts', 'test/e2e/bench-preload.test.ts', 'test/e2e/bench-kubernetes.test.ts', 'test/e2e/lease-clock.test.ts', 'test/e2e/parallel-learners.test.ts', 'test/e2e/management-failover.test.ts'];

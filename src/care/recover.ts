@@ -5,7 +5,7 @@ import type { Observed, ObservedMachine } from '../planner/types.ts';
 import type { FencedWriter } from '../lease/fenced-writer.ts';
 import { toPlannerSpec } from '../planner/spec.ts';
 import { quorumHolds } from '../planner/health.ts';
-import { buildView, hasQuorum } from '../planner/view.ts';
+import { buildView} from '../planner/view.ts';
 import type { Clock } from '../ports/clock.ts';
 import type { EtcdAdmin } from '../ports/etcd-admin.ts';
 import type { EtcdMaintenance } from '../ports/etcd-maintenance.ts';
@@ -143,7 +143,7 @@ export async function surveyRecovery(deps: RecoverDeps): Promise<RecoveryPlan> {
   const cp = await controlPlane(deps);
   const observed = await observe({ cluster: deps.cluster, etcd: deps.admin, provider: deps.provider, store: deps.store });
   const view = buildView(toPlannerSpec(cp.manifest), observed, deps.clock.now());
-  if (view.membersKnown && view.voters.length > 0 && hasQuorum(view)) {
+  if (view.membersKnown && view.voters.length > 0 && view.hasQuorum) {
     throw new HasQuorumError(
       `control plane ${deps.cluster} has quorum (${String(view.healthyVoters.length)} of ${String(view.voters.length)} voters healthy): nothing to recover; recover is only for a majority lost for good`,
     );

@@ -1,6 +1,6 @@
 import type { CareJobKind, CareJobRecord } from '../domain/care-job.ts';
 import type { CareAction, Condition, Wait } from './types.ts';
-import { hasQuorum, type ClusterView } from './view.ts';
+import { type ClusterView } from './view.ts';
 
 /** Certificates are renewed this long before the first of them expires (kubeadm warns 30 days ahead). */
 export const CERTIFICATE_RENEW_BEFORE_MS = 30 * 86_400_000;
@@ -35,7 +35,7 @@ function backups(view: ClusterView, out: CarePlan): void {
   const dueIn = since === -Infinity ? 0 : since + schedule.everyMs - view.now;
   out.nextDueInMs = Math.max(0, dueIn);
   if (dueIn > 0) return;
-  if (!view.membersKnown || !hasQuorum(view)) {
+  if (!view.membersKnown || !view.hasQuorum) {
     out.waits.push({ code: 'BackupDeferred', message: 'a scheduled backup is due; waiting for a healthy voter to take it from' });
     return;
   }
@@ -52,7 +52,7 @@ function noSpace(view: ClusterView, out: CarePlan, membershipBusy: boolean): voi
   if (raised.length === 0) return;
   const members = raised.map((a) => view.members.find((m) => m.id === a.memberId)?.name || a.memberId).join(', ');
   const steps = 'compact all history, defragment every member (leader last), disarm';
-  if (!view.membersKnown || !hasQuorum(view) || view.learners.length > 0 || membershipBusy) {
+  if (!view.membersKnown || !view.hasQuorum || view.learners.length > 0 || membershipBusy) {
     out.waits.push({ code: 'NoSpaceAlarm', message: `NOSPACE alarm raised on ${members}: etcd refuses writes; recovery (${steps}) waits for a quorum of healthy voters and no learner joining` });
     return;
   }
@@ -119,7 +119,7 @@ function jobAction(job: CareJobRecord): CareAction {
  */
 function carryOn(view: ClusterView, out: CarePlan, job: CareJobRecord, membershipBusy: boolean): void {
   const title = JOB_TITLES[job.kind];
-  if (!view.membersKnown || !hasQuorum(view) || membershipBusy) {
+  if (!view.membersKnown || !view.hasQuorum || membershipBusy) {
     out.waits.push({ code: 'CareJobPaused', message: `${title} (started ${iso(job.startedAt)}) waits for a quorum of healthy voters and no membership change` });
     return;
   }

@@ -1,7 +1,7 @@
 import { quorum } from '../domain/quorum.ts';
 import { componentsCondition, componentsHealthy } from './components.ts';
 import type { Condition, ConditionType, Wait } from './types.ts';
-import { hasQuorum, type ClusterView } from './view.ts';
+import { type ClusterView } from './view.ts';
 
 function condition(type: ConditionType, ok: boolean, reason: string, message: string): Condition {
   return { type, status: ok ? 'True' : 'False', reason, message };
@@ -48,8 +48,8 @@ export function conditionsFor(
   return [
     condition(
       'Available',
-      view.membersKnown && hasQuorum(view),
-      view.membersKnown && hasQuorum(view) ? 'QuorumHealthy' : 'QuorumUnavailable',
+      view.membersKnown && view.hasQuorum,
+      view.membersKnown && view.hasQuorum ? 'QuorumHealthy' : 'QuorumUnavailable',
       `${String(view.healthyVoters.length)} healthy voters, quorum ${String(quorum(Math.max(voterCount, 1)))}`,
     ),
     condition('EtcdClusterHealthy', etcdHealthy, etcdHealthy ? 'Healthy' : 'NotHealthy', etcdMessage),

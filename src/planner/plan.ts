@@ -7,7 +7,7 @@ import { creations } from './creation.ts';
 import { abandonInit } from './init-retry.ts';
 import { isGone, isReadyVoter, nameOf, type Step } from './step.ts';
 import type { Decision, MachineAction, MembershipAction, Observed, PlannerSpec } from './types.ts';
-import { buildView, hasQuorum, namesNoLeader, phaseOf, statusErrors, type ClusterView } from './view.ts';
+import { buildView, namesNoLeader, phaseOf, statusErrors, type ClusterView } from './view.ts';
 import { requeueAfter } from './requeue.ts';
 import { detectFailures } from './remediation.ts';
 import { departures, requestDeletions, teardowns } from './scale-down.ts';
@@ -25,7 +25,7 @@ function membership(step: Step): MembershipAction | undefined {
     step.waits.push({ code: 'MemberListUnavailable', message: `cannot read the etcd member list: ${observed.members.ok ? '' : observed.members.error}` });
     return undefined;
   }
-  if (!hasQuorum(view)) {
+  if (!view.hasQuorum) {
     // A leader transfer or election leaves voters answering with no leader named for a moment; say so,
     // so that a brief Blocked (well inside the run's grace) does not read as members being down.
     const leaderless = view.voters.filter(namesNoLeader).length;

@@ -3,7 +3,7 @@ import { nextRemediation } from '../domain/remediation.ts';
 import { initNeverStarted } from './init-retry.ts';
 import { byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MarkMachineFailed, ObservedMachine, Wait } from './types.ts';
-import { hasQuorum, isCaughtUp } from './view.ts';
+import { isCaughtUp } from './view.ts';
 
 /**
  * Remediation limits as KCP applies them: a sequence of failures within minHealthyPeriod counts
@@ -38,7 +38,7 @@ function failureOf(step: Step, machine: ObservedMachine): { reason: string; mess
   const apiserver = apiserverFailure(step, machine);
   if (apiserver) return apiserver;
   const since = record.unhealthySince;
-  if (since !== undefined && view.now - since >= view.spec.remediation.unhealthyAfterMs && !view.isHealthyVoter(member) && hasQuorum(view)) {
+  if (since !== undefined && view.now - since >= view.spec.remediation.unhealthyAfterMs && !view.isHealthyVoter(member) && view.hasQuorum) {
     return { reason: 'MemberUnhealthy', message: `member unhealthy since ${String(view.now - since)} ms (unhealthyAfter ${String(view.spec.remediation.unhealthyAfterMs)} ms)` };
   }
   return undefined;

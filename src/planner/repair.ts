@@ -1,7 +1,7 @@
 import { removal } from './removal.ts';
 import { activeMachines, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine, RestartMember } from './types.ts';
-import { hasQuorum, type ClusterView } from './view.ts';
+import { type ClusterView } from './view.ts';
 
 /** Least time between two restarts of a member that keeps exiting (a member starts in 1-2 s). */
 export const MEMBER_RESTART_BACKOFF_MS = 2000;
@@ -64,7 +64,7 @@ export function restartDue(step: Step, m: ObservedMachine): boolean {
  */
 export function restartsWithoutQuorum(step: Step): RestartMember[] {
   const { view } = step;
-  if (view.membersKnown && hasQuorum(view)) return [];
+  if (view.membersKnown && view.hasQuorum) return [];
   return stoppedMembers(step)
     .filter((m) => !mayBootstrap(view, m) && restartDue(step, m))
     .map((m) => ({ kind: 'RestartMember', machine: nameOf(m), reason: view.membersKnown ? 'QuorumLost' : 'MemberListUnavailable' }));

@@ -21,6 +21,8 @@ export interface ClusterView {
   voters: ObservedMember[];
   learners: ObservedMember[];
   healthyVoters: ObservedMember[];
+  /** The voters hold quorum (votersHoldQuorum, planner/health.ts), judged once per view. */
+  hasQuorum: boolean;
   /** The leader the voters agree on (agreedLeader, planner/health.ts); undefined when disputed or named by none. */
   leaderId: string | undefined;
   leaderStatus: EtcdMemberStatus | undefined;
@@ -143,6 +145,7 @@ export function buildView(desired: PlannerSpec, observed: Observed, now: number)
     voters,
     learners: members.filter((m) => m.isLearner),
     healthyVoters: voters.filter(isVoterHealthy),
+    hasQuorum: votersHoldQuorum(voters.map(readingOf)),
     leaderId: leader?.id,
     leaderStatus: leader ? answeringStatus(leader) : undefined,
     memberOf: (machine) => memberByMachine.get(machine.record.name),
@@ -168,17 +171,7 @@ export function statusErrors(member: ObservedMember): string[] {
   return answeringStatus(member)?.errors ?? [];
 }
 
-export function hasQuorum(view: ClusterView): boolean {
-  let holds = quorumOfView.get(view);
-  if (holds === undefined) {
-    holds = votersHoldQuorum(view.voters.map(view.readingOf));
-    quorumOfView.set(view, holds);
-  }
-  return holds;
-}
 
-/** A view never changes once built, and the rules ask for its quorum many times per plan. */
-const quorumOfView = new WeakMap<ClusterView, boolean>();
 
 /** How far a learner has applied against the leader's raft index; undefined while it does not answer. */
 export function learnerProgress(view: ClusterView, learner: ObservedMember): { applied: number; target: number } | undefined {

@@ -22,7 +22,7 @@ describe('test lanes', () => {
 
   test('a CPU-heavy file never starts beside a timing-sensitive one, nor the other way round', () => {
     assert.equal(mayRunBeside('test/property/invariants.test.ts', ['test/chaos/chaos.test.ts']), false);
-    assert.equal(mayRunBeside('test/e2e/bench-lab.test.ts', ['test/e2e/package.test.ts']), false);
+    assert.equal(mayRunBeside('test/e2e/bench-lab.test.ts', ['test/sim/scenarios.test.ts']), false);
     assert.equal(mayRunBeside('test/e2e/bench-lab.test.ts', ['test/e2e/up.test.ts']), true);
     assert.equal(mayRunBeside('test/property/invariants.test.ts', ['test/property/limits.test.ts']), true);
     assert.equal(mayRunBeside('test/chaos/chaos.test.ts', []), true);

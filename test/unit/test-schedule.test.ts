@@ -12,7 +12,7 @@ const LOAD: Record<string, number> = {
   'test/e2e/recover.test.ts': 0.5,
   'test/e2e/ssh-lab.test.ts': 0.2,
   'test/chaos/chaos.test.ts': 0.6,
-  'test/e2e/package.test.ts': 0.2,
+  'test/sim/scenarios.test.ts': 0.2,
   'test/property/invariants.test.ts': 1,
 };
 const coresOf = (file: string): number => LOAD[file] ?? UNMEASURED_CORES;
@@ -49,8 +49,8 @@ describe('test schedule: which file may start beside the running ones', () => {
   });
 
   test('a CPU-heavy file never starts beside a timing-sensitive one, however little both use', () => {
-    assert.equal(mayStart('test/e2e/package.test.ts', ['test/chaos/chaos.test.ts'], coresOf, CORES), false);
-    assert.equal(mayStart('test/chaos/chaos.test.ts', ['test/e2e/package.test.ts'], coresOf, CORES), false);
+    assert.equal(mayStart('test/sim/scenarios.test.ts', ['test/chaos/chaos.test.ts'], coresOf, CORES), false);
+    assert.equal(mayStart('test/chaos/chaos.test.ts', ['test/sim/scenarios.test.ts'], coresOf, CORES), false);
     assert.equal(mayStart('test/chaos/chaos.test.ts', ['test/e2e/lifecycle.test.ts'], coresOf, CORES), true);
   });
 

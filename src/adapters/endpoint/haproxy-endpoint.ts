@@ -6,6 +6,9 @@ import { parseShowProc, parseShowStat, serverStatesToKeep, type MasterState } fr
 import { BACKEND, renderHaproxyConfig } from './haproxy-config.ts';
 import { LOCAL_HAPROXY_HOST, type HaproxyHost } from './haproxy-host.ts';
 
+/** The longest master socket path HAProxy can bind: `<path>.<pid>.tmp` within 107 bytes, a PID of up to 7 digits. */
+export const MASTER_SOCKET_PATH_MAX = 107 - '.4194304.tmp'.length;
+
 export interface HaproxyEndpointOptions {
   /** The endpoint's own folder: its configuration, PID file, master socket, server states and log. */
   dir: string;
@@ -56,13 +59,15 @@ export class HaproxyEndpoint implements ControlPlaneEndpoint {
   }
 
   /**
-   * The master socket: in the endpoint's folder, unless that path is longer than a unix socket's path
-   * may be (108 bytes of sun_path, its NUL included); then under /tmp, named after the folder, so every
-   * process that opens this endpoint finds the same one.
+   * The master socket: in the endpoint's folder, unless that path is too long for HAProxy to bind;
+   * then under /tmp, named after the folder, so every process that opens this endpoint finds the same
+   * one. HAProxy binds a unix socket at `<path>.<pid>.tmp` and renames it into place, so that name,
+   * not the path, must fit a unix socket's 108 bytes of sun_path (NUL included): with a PID of up to 7
+   * digits, the path may have at most 95 bytes.
    */
   private masterSocket(): string {
     const inFolder = this.path('master.sock');
-    if (Buffer.byteLength(inFolder) <= 107) return inFolder;
+    if (Buffer.byteLength(inFolder) <= MASTER_SOCKET_PATH_MAX) return inFolder;
     return `/tmp/fastplane-haproxy-${createHash('sha256').update(this.dir).digest('hex').slice(0, 24)}.sock`;
   }
 
