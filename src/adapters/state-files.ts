@@ -29,6 +29,27 @@ export class LockBusyError extends Error {
   }
 }
 
+/**
+ * A lock taken under a lease fence: the lock names the fence, and a caller with a higher fence breaks
+ * a lock held longer than `breakDeposedAfterMs` by a lower one. Its holder has been deposed (a higher
+ * fence is only given after its lease was taken), and one frozen mid-act would otherwise keep the new
+ * holder out for good; the wait lets an act that still runs come to its end first.
+ */
+export interface FencedLocking {
+  fence: number;
+  breakDeposedAfterMs: number;
+}
+
+/** The fence a lock file names; 0 for a lock taken outside any lease. */
+function lockFence(held: string): number {
+  try {
+    const { fence } = JSON.parse(held) as { fence?: unknown };
+    return typeof fence === 'number' ? fence : 0;
+  } catch {
+    return 0;
+  }
+}
+
 /** The identity a lock file names (one JSON line); none in a lock of an older version. */
 function lockHolder(held: string): ProcessIdentity | undefined {
   try {
@@ -50,16 +71,17 @@ function lockHolder(held: string): ProcessIdentity | undefined {
  * it, however long, and a caller gives up after LOCK_WAIT_MS with LockBusyError. Release removes the
  * lock only while it is still the caller's own.
  */
-export async function withLock<T>(path: string, fn: () => Promise<T>): Promise<T> {
+export async function withLock<T>(path: string, fn: () => Promise<T>, fenced?: FencedLocking): Promise<T> {
   const identity = ownIdentity();
-  const content = `${JSON.stringify({ token: randomUUID(), pid: process.pid, ...(identity ? { identity } : {}) })}\n`;
+  const content = `${JSON.stringify({ token: randomUUID(), pid: process.pid, ...(identity ? { identity } : {}), ...(fenced ? { fence: fenced.fence } : {}) })}\n`;
   const started = performance.now();
   for (;;) {
     if (await createWhole(path, content)) break;
     const held = await readFile(path, 'utf8').catch(() => undefined);
     if (held === undefined) continue; // released while we looked
-    if (isProvenGone(lockHolder(held))) await removeIf(path, held);
-    else if (performance.now() - started > LOCK_WAIT_MS) throw new LockBusyError(path, held);
+    const waited = performance.now() - started;
+    if (isProvenGone(lockHolder(held)) || (fenced !== undefined && waited > fenced.breakDeposedAfterMs && lockFence(held) < fenced.fence)) await removeIf(path, held);
+    else if (waited > LOCK_WAIT_MS) throw new LockBusyError(path, held);
     else await sleep(20);
   }
   try {

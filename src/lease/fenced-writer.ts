@@ -19,9 +19,10 @@ export interface RenewDeadline {
 
 /** Stopped acting because the lease might expire during the next call (renewals stalled). */
 export class RenewDeadlineError extends FencedOutError {
-  constructor(cluster: string, sinceRenewalMs: number) {
+  constructor(cluster: string, sinceRenewalMs: number, lastRenewalError?: string) {
     super(cluster);
-    this.message = `the lease of control plane ${cluster} was last renewed ${String(sinceRenewalMs)}ms ago and might expire during the next call; stopped acting on it`;
+    const why = lastRenewalError === undefined ? '' : ` (the last renewal failed: ${lastRenewalError})`;
+    this.message = `the lease of control plane ${cluster} was last renewed ${String(sinceRenewalMs)}ms ago${why} and might expire during the next call; stopped acting on it`;
   }
 }
 
@@ -40,6 +41,8 @@ export class RenewDeadlineHoldError extends Error {
  */
 export class FencedWriter {
   private lostWith: Error | undefined;
+  /** What the last failed renewal said, until one succeeds. */
+  private lastRenewalError: string | undefined;
 
   constructor(
     readonly store: StateStore,
@@ -63,6 +66,12 @@ export class FencedWriter {
   /** The lease keeper's successful renewals move the renew deadline on. */
   renewed(at: number): void {
     if (this.deadline && at > this.deadline.renewedAt) this.deadline.renewedAt = at;
+    this.lastRenewalError = undefined;
+  }
+
+  /** A renewal that failed (the keeper tries again next tick): named if the deadline then passes. */
+  renewalFailed(error: unknown): void {
+    this.lastRenewalError = error instanceof Error ? error.message : String(error);
   }
 
   /** Whether the lease, as last renewed, outlives a call of the bound started now. */
@@ -124,7 +133,7 @@ export class FencedWriter {
 
   private checkRenewDeadline(): void {
     if (this.outlivesNextCall() || !this.deadline) return;
-    this.markLost(new RenewDeadlineError(this.lease.cluster, this.deadline.clock.now() - this.deadline.renewedAt));
+    this.markLost(new RenewDeadlineError(this.lease.cluster, this.deadline.clock.now() - this.deadline.renewedAt, this.lastRenewalError));
     this.ensureHeld();
   }
 }

@@ -131,8 +131,9 @@ export class LeaseKeeper {
     const sentAt = this.options.clock.now();
     try {
       lease = await this.store.renewLease(this.cluster, this.token, sentAt);
-    } catch {
+    } catch (error) {
       // A busy store is retried on the next tick; the TTL leaves room for several misses.
+      this.writer.renewalFailed(error);
       return undefined;
     }
     if (!lease) {

@@ -170,3 +170,19 @@ describe('membership calls fit inside the lease renew deadline', () => {
     assert.equal(events.find((e) => e.action === 'PromoteLearner')?.outcome, 'Refused');
   });
 });
+
+test('renewals that failed past the deadline: the error names what the last renewal said, and a success clears it', async () => {
+  const clock = new FakeClock(0);
+  const store = new MemoryStateStore({ isHolderAlive: () => true });
+  await store.applySpec(defaultControlPlane('t'), 0);
+  assert.ok(await store.acquireLease('t', { token: 'token-1', holder: 'test', host: 'test', pid: 1, ttlMs: TTL_MS }, 0));
+  const stalled = (): FencedWriter => new FencedWriter(store, { cluster: 't', token: 'token-1' }, { clock, ttlMs: TTL_MS, marginMs: MARGIN_MS, callBoundMs: CALL_BOUND_MS, renewedAt: 0 });
+  const failing = stalled();
+  failing.renewalFailed(new Error('database is locked'));
+  clock.t = 8000;
+  await assert.rejects(failing.verify(), (error: unknown) => error instanceof RenewDeadlineError && /last renewed 8000ms ago \(the last renewal failed: database is locked\)/.test(error.message));
+  const recovered = stalled();
+  recovered.renewalFailed(new Error('database is locked'));
+  recovered.renewed(0);
+  await assert.rejects(recovered.verify(), (error: unknown) => error instanceof RenewDeadlineError && !error.message.includes('failed'));
+});

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { mkdir, readFile } from 'node:fs/promises';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ownIdentity } from '../../src/adapters/host/process-identity.ts';
 import { withLock } from '../../src/adapters/state-files.ts';
@@ -128,6 +129,33 @@ describe('withLock', () => {
         process.kill(pid, 'SIGKILL');
       }
     }
+  });
+
+  test("a lock under a lease fence: a higher fence breaks a live holder's lower one after the bound, a lower or equal one waits", async () => {
+    const holder = (fence: number): string => `${lockOf(process.pid).trimEnd().slice(0, -1)},"fence":${String(fence)}}\n`;
+    /** Asks for a lock held by fence 5 with `fence`; whether it was taken within 1.5 s, and the call itself. */
+    const attempt = async (name: string, fence: number): Promise<{ taken: boolean; call: Promise<void> }> => {
+      const path = join(dir, name);
+      writeFileSync(path, holder(5));
+      let taken = false;
+      const call = withLock(path, () => Promise.resolve(void (taken = true)), { fence, breakDeposedAfterMs: 300 });
+      await Promise.race([call, sleep(1_500)]);
+      return { taken, call };
+    };
+    const same = await attempt('fence-same.lock', 5);
+    const lower = await attempt('fence-lower.lock', 4);
+    assert.equal(same.taken, false, 'the same fence waits: its holder is not deposed');
+    assert.equal(lower.taken, false, 'a lower fence waits');
+    assert.equal(readFileSync(join(dir, 'fence-same.lock'), 'utf8'), holder(5));
+    const started = performance.now();
+    const higher = await attempt('fence-higher.lock', 6);
+    assert.equal(higher.taken, true, 'a higher fence breaks it');
+    assert.ok(performance.now() - started >= 300, 'but only after the bound');
+    assert.equal(existsSync(join(dir, 'fence-higher.lock')), false, 'and releases its own lock');
+    // The holder lets go: the waiting calls take their locks and end.
+    rmSync(join(dir, 'fence-same.lock'));
+    rmSync(join(dir, 'fence-lower.lock'));
+    await Promise.all([same.call, lower.call]);
   });
 
   test("releasing a lock that another holder's lock replaced leaves the other's lock in place", async () => {

@@ -14,11 +14,22 @@ import { withLock } from '../../state-files.ts';
 export async function underFence<T>(dir: string, cluster: string, target: string, fence: Fence, act: () => Promise<T>): Promise<T> {
   if (fence === undefined) return act();
   await mkdir(dirname(dir), { recursive: true, mode: 0o700 });
-  return withLock(`${dir}.lock`, async () => {
-    await passFence(dir, cluster, target, fence);
-    return act();
-  });
+  return withLock(
+    `${dir}.lock`,
+    async () => {
+      await passFence(dir, cluster, target, fence);
+      return act();
+    },
+    { fence, breakDeposedAfterMs: DEPOSED_ACT_BOUND_MS },
+  );
 }
+
+/**
+ * How long a newer holder waits for a deposed holder's act before it breaks that holder's lock: longer
+ * than any act here runs (a stop's 10 s grace before SIGKILL), so only an act that is stuck, such as
+ * one of a frozen process, is cut short (`down --force` on a frozen holder, a lease taken over).
+ */
+const DEPOSED_ACT_BOUND_MS = 15_000;
 
 /**
  * The fence: the highest lease fence a destructive call has carried, as one empty file per number in
