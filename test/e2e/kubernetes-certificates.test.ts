@@ -7,7 +7,7 @@ import { parse } from 'yaml';
 import { getText } from '../../src/adapters/host/http-probe.ts';
 import type { CertificateInfo } from '../../src/ports/care.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { EndpointReader, EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
+import { EndpointReader, EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // Certificate renewal and CA rotation (etcd's, Kubernetes' and the front-proxy's) on a Kubernetes
 // control plane: real etcd, kube-apiserver, controller-manager, scheduler and HAProxy, with a writer
@@ -16,10 +16,6 @@ import { EndpointReader, EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubec
 const newEnv = cliEnvFactory();
 const DAY_MS = 86_400_000;
 const SHORT_DAYS = 41;
-
-interface Named {
-  items: { metadata: { name: string } }[];
-}
 
 function certs(stdout: string): Map<string, CertificateInfo> {
   return new Map((JSON.parse(stdout) as CertificateInfo[]).map((c) => [c.file, c]));

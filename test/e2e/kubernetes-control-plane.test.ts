@@ -1,16 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { EndpointReader, EndpointWriter, kubectlFor, recordedPid, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
+import { EndpointReader, EndpointWriter, kubectlFor, recordedPid, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // A Kubernetes control plane brought up by fastplane: real etcd, kube-apiserver, controller-manager,
 // scheduler and HAProxy, driven with the built kubectl.
 
 const newEnv = cliEnvFactory();
-
-interface Named {
-  items: { metadata: { name: string } }[];
-}
 
 describe('a Kubernetes control plane on the local provider', { timeout: 600_000 }, () => {
   let env: CliEnv;

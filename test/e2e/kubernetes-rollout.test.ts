@@ -2,17 +2,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
 import { clientCertificateOf, sampleVersions, skewBreaches, type VersionSample } from '../support/component-versions.ts';
-import { EndpointWriter, kubectlFor, TEST_KUBERNETES, TEST_KUBERNETES_NEXT, type Kubectl } from '../support/kubectl.ts';
+import { EndpointWriter, kubectlFor, TEST_KUBERNETES, TEST_KUBERNETES_NEXT, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // A Kubernetes version rollout, one minor up, on real components: 3 machines at 1.36 rolled to 1.37
 // (surge machine first, old ones leave one at a time) with a writer through the endpoint, every
 // component's reported version sampled all along and held to the version skew policy.
 
 const newEnv = cliEnvFactory();
-
-interface Named {
-  items: { metadata: { name: string } }[];
-}
 
 describe('rollout --kubernetes-version, one minor up', { timeout: 900_000 }, () => {
   let env: CliEnv;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CliEnv, statusOf, type CliRun } from '../support/cli.ts';
-import { EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl } from '../support/kubectl.ts';
+import { EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
 import { labProcesses, sshKubernetesProvider } from '../support/ssh-kubernetes.ts';
 
@@ -15,10 +15,6 @@ const lab = new NetLab(LAB);
 const env = new CliEnv('127.55');
 let info: LabInfo;
 let endpoint: Kubectl;
-
-interface Named {
-  items: { metadata: { name: string } }[];
-}
 
 function expectOk(run: CliRun, what: string): void {
   assert.equal(run.code, 0, `${what} exited ${String(run.code)}:\n${run.stderr.slice(-3000)}`);

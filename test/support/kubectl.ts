@@ -12,6 +12,11 @@ export const TEST_KUBERNETES = '1.36.3';
 /** The next minor's patch the rollout test rolls to, also built by README command 2. */
 export const TEST_KUBERNETES_NEXT = '1.37.2';
 
+/** What `kubectl get ... -o json` lists, as far as the tests read it: the objects' names. */
+export interface Named {
+  items: { metadata: { name: string } }[];
+}
+
 /** The built kubectl, run with a kubeconfig; rejects with kubectl's stderr when it fails. */
 export class Kubectl {
   constructor(readonly kubeconfig: string) {}
