@@ -7,9 +7,9 @@ import { withLock } from '../../state-files.ts';
  * Runs the destructive `act` of a call under lease fence `fence` on a cluster's fence on this host
  * (`dir`): refused with StaleFenceError when a newer holder acted here, else the fence is raised to
  * `fence` and `act` runs, both under the fence's lock (`<dir>.lock`, held to the act's end). So a
- * newer holder's check waits for an act already let through, and no act of a deposed holder lands
- * after a newer holder passed: the ssh provider's `flock` around its remote script, on this host.
- * No fence (a call outside any lease): nothing checked, no lock.
+ * newer holder's check waits for an act already let through (the ssh provider's `flock` around its
+ * remote script, on this host), for up to DEPOSED_ACT_BOUND_MS: an act that outlasts it is stuck, and
+ * its holder's lock is broken. No fence (a call outside any lease): nothing checked, no lock.
  */
 export async function underFence<T>(dir: string, cluster: string, target: string, fence: Fence, act: () => Promise<T>): Promise<T> {
   if (fence === undefined) return act();
