@@ -167,8 +167,8 @@ describe('fastplane report and bench on real etcd', { timeout: 300_000 }, () => 
     });
     assert.equal(catchUps.length, 3, 'the init member starting and both joins are drawn');
     assert.equal(catchUps.filter((c) => c.init).length, 1, `one row holds the init member: ${JSON.stringify(catchUps)}`);
-    const joins = catchUps.filter((c) => !c.init) as [{ from: number; to: number }, { from: number; to: number }];
-    assert.ok(joins[0].from < joins[1].to && joins[1].from < joins[0].to, `the joins overlap: ${JSON.stringify(catchUps)}`);
+    const [first, second] = catchUps.filter((c) => !c.init);
+    assert.ok(first && second && first.from < second.to && second.from < first.to, `the joins overlap: ${JSON.stringify(catchUps)}`);
 
     const shot = await chromium([`--screenshot=${SCREENSHOT}`, '--window-size=1200,700', '--hide-scrollbars'], html);
     assert.equal(shot.code, 0, shot.stderr);
