@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { clientCertificateOf, sampleVersions, skewBreaches, type VersionSample } from '../support/component-versions.ts';
+import { clientCertificateOf, localMachineAddresses, sampleVersions, skewBreaches, type VersionSample } from '../support/component-versions.ts';
 import { EndpointWriter, kubectlFor, TEST_KUBERNETES, TEST_KUBERNETES_NEXT, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // A Kubernetes version rollout, one minor up, on real components: 3 machines at 1.36 rolled to 1.37
@@ -35,7 +35,7 @@ describe('rollout --kubernetes-version, one minor up', { timeout: 900_000 }, () 
     const sampling = { on: true };
     const sampler = (async () => {
       while (sampling.on) {
-        samples.push(await sampleVersions(env, 'kr', client));
+        samples.push(await sampleVersions(localMachineAddresses(env, 'kr'), client));
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     })();

@@ -59,7 +59,7 @@ async function metricsVersion(address: string, port: number, client: ClientCerti
 }
 
 /** The addresses of the cluster's machines on this host, from the local provider's machine files. */
-function machineAddresses(env: CliEnv, cluster: string): string[] {
+export function localMachineAddresses(env: CliEnv, cluster: string): string[] {
   const dir = join(env.stateDir, 'clusters', cluster, 'machines');
   return readdirSync(dir).flatMap((name) => {
     try {
@@ -71,12 +71,11 @@ function machineAddresses(env: CliEnv, cluster: string): string[] {
 }
 
 /**
- * One sample of every component's version. Controller-managers and schedulers are read before the
+ * One sample of every component's version on the machines at `addresses` (one that serves nothing is left out). Controller-managers and schedulers are read before the
  * apiservers: a newer one read first still runs when an older apiserver answers after it, so a skew
  * seen in a sample existed at the moment of the later read.
  */
-export async function sampleVersions(env: CliEnv, cluster: string, client: ClientCertificate): Promise<VersionSample> {
-  const addresses = machineAddresses(env, cluster);
+export async function sampleVersions(addresses: readonly string[], client: ClientCertificate): Promise<VersionSample> {
   const read = async (reader: (address: string) => Promise<string | undefined>): Promise<Map<string, string>> => {
     const versions = await Promise.all(addresses.map(async (address) => [address, await reader(address)] as const));
     return new Map(versions.flatMap(([address, version]) => (version === undefined ? [] : [[address, version] as const])));

@@ -3,7 +3,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { findKubernetesProgram } from '../../src/adapters/kubernetes/kubernetes-binaries.ts';
-import type { CliEnv } from './cli.ts';
+import type { CliEnv, CliRun } from './cli.ts';
 
 const run = promisify(execFile);
 
@@ -36,9 +36,12 @@ export class Kubectl {
   }
 }
 
-/** `fastplane kubeconfig NAME [--machine M]` written to a file in the env's state dir, with kubectl on it. */
-export async function kubectlFor(env: CliEnv, cluster: string, machine?: string): Promise<Kubectl> {
-  const printed = await env.run(['kubeconfig', cluster, ...(machine === undefined ? [] : ['--machine', machine])]);
+/**
+ * `fastplane kubeconfig NAME [--machine M]` written to a file in the env's state dir, with kubectl on
+ * it; `cli` runs fastplane (with a row's store flags, say).
+ */
+export async function kubectlFor(env: CliEnv, cluster: string, machine?: string, cli: (args: string[]) => Promise<CliRun> = (args) => env.run(args)): Promise<Kubectl> {
+  const printed = await cli(['kubeconfig', cluster, ...(machine === undefined ? [] : ['--machine', machine])]);
   if (printed.code !== 0) throw new Error(`fastplane kubeconfig failed (${String(printed.code)}): ${printed.stderr}`);
   const file = join(env.stateDir, `${cluster}-${machine ?? 'endpoint'}.kubeconfig`);
   writeFileSync(file, printed.stdout, { mode: 0o600 });

@@ -6,9 +6,12 @@ import type { MachineRecord } from '../../src/domain/machine.ts';
 import { statusOf, type CliEnv, type CliRun } from './cli.ts';
 import { httpGet, killReplica, startController, waitFor, type ControllerReplica } from './controller-replica.ts';
 import { askEtcd, type ClusterAccess } from './etcd-direct.ts';
+import { TEST_KUBERNETES } from './kubectl.ts';
 import { downgradeAfterLearners } from './matrix-downgrade.ts';
+import { kubernetesScenario } from './matrix-kubernetes.ts';
 import { etcdPidsServing, KeyWriter, MemberProbe, overlappingChanges, putAll, readPrefix, type Combination, type RowRun } from './matrix-scenario.ts';
 import type { LabInfo } from './netlab.ts';
+import { sshKubernetesProvider } from './ssh-kubernetes.ts';
 
 // The combination matrix (test/e2e/matrix-local.test.ts and matrix-ssh.test.ts): one scenario over a
 // pairwise-covering set of {local, ssh} provider x {sqlite, etcd} record store x {etcd, fastplane}
@@ -17,12 +20,14 @@ import type { LabInfo } from './netlab.ts';
 // back), scale 5, scale 3, rollout 3.5.16 -> 3.5.30, down. One more row runs a downgrade after
 // parallel learners instead: one etcd 3.6 member with 1000 keys grown to five with several learners
 // at once, then rolled out to 3.5 (whose learner limit is 1) by etcd's downgrade protocol, every
-// member asked alone for its member list after its restart. A writer puts keys all along; etcd is
-// asked for its member list all along. The local and the ssh rows are two files, which the runner
-// may run side by side: each has its own state dir and its own store etcd, since a controller row's
-// controller reconciles every control plane of its store; within a file the rows run one after another.
+// member asked alone for its member list after its restart. The Kubernetes row runs the control plane
+// of test/support/matrix-kubernetes.ts on the lab's hosts instead. A writer puts keys all along; etcd is
+// asked for its member list all along. The local rows, the ssh rows and the Kubernetes row are three
+// files, which the runner may run side by side: each has its own state dir and its own store etcd,
+// since a controller row's controller reconciles every control plane of its store; within a file the
+// rows run one after another.
 
-type Scenario = 'lifecycle' | 'downgrade-after-learners';
+type Scenario = 'lifecycle' | 'downgrade-after-learners' | 'kubernetes';
 export type Row = Combination & { scenario: Scenario };
 
 export const ROWS: Row[] = [
@@ -34,6 +39,8 @@ export const ROWS: Row[] = [
   { provider: 'local', store: 'etcd', check: 'etcd', driver: 'cli', scenario: 'lifecycle' },
   // Local: on the lab's hosts this row took 240 s (ssh provisioning and restarts), four times the local one.
   { provider: 'local', store: 'sqlite', check: 'etcd', driver: 'cli', scenario: 'downgrade-after-learners' },
+  // The Kubernetes control plane on the lab's hosts, the controller driving it with its records in etcd.
+  { provider: 'ssh', store: 'etcd', check: 'etcd', driver: 'controller', scenario: 'kubernetes' },
 ];
 
 const FROM = '3.5.16';
@@ -80,16 +87,25 @@ function storeFlags(site: MatrixSite, row: Row): string[] {
   return ['--store', 'etcd', '--etcd-endpoints', site.store.endpoint, '--insecure-store'];
 }
 
+function commonSpec(row: Row): Record<string, unknown> {
+  switch (row.scenario) {
+    case 'lifecycle':
+      return { replicas: 3, version: FROM, etcd: { reconfigurationCheck: row.check }, remediation: { unhealthyAfter: '3s' } };
+    case 'downgrade-after-learners':
+      // One member first; maxLearners auto: on 3.6 the members run --max-learners 8, so the grow to
+      // five takes several learner slots at once.
+      return { replicas: 1, version: DOWNGRADE_FROM, etcd: { reconfigurationCheck: row.check, maxLearners: 'auto' } };
+    case 'kubernetes':
+      return { replicas: 3, kubernetes: { version: TEST_KUBERNETES }, etcd: { reconfigurationCheck: row.check }, remediation: { unhealthyAfter: '5s' } };
+  }
+}
+
 function specOf(site: MatrixSite, row: Row): Record<string, unknown> {
-  const common =
-    row.scenario === 'lifecycle'
-      ? { replicas: 3, version: FROM, etcd: { reconfigurationCheck: row.check }, remediation: { unhealthyAfter: '3s' } }
-      : // One member first; maxLearners auto: on 3.6 the members run --max-learners 8, so the grow to
-        // five takes several learner slots at once.
-        { replicas: 1, version: DOWNGRADE_FROM, etcd: { reconfigurationCheck: row.check, maxLearners: 'auto' } };
+  const common = commonSpec(row);
   if (row.provider === 'local') return common;
   const info = site.lab;
   assert.ok(info, 'the lab is up');
+  if (row.scenario === 'kubernetes') return { ...common, provider: sshKubernetesProvider(info) };
   return {
     ...common,
     provider: { name: 'ssh', identityFile: info.identityFile, knownHostsFile: info.knownHostsFile, hosts: info.hosts.map((h) => ({ address: h.address, user: 'root' })) },
@@ -178,7 +194,10 @@ export async function runRow(site: MatrixSite, index: number, row: Row): Promise
       await waitFor('the controller /healthz', async () => ((await httpGet(`http://${metrics}/healthz`))?.status === 200 ? true : undefined), 30_000);
     }
     if (row.scenario === 'lifecycle') await lifecycle(run, row);
-    else await downgradeAfterLearners(run, { from: DOWNGRADE_FROM, to: DOWNGRADE_TO, keys: DOWNGRADE_KEYS, prefix: SEED });
+    else if (row.scenario === 'kubernetes') {
+      assert.ok(site.lab, 'the lab is up');
+      await kubernetesScenario(run, { env, lab: site.lab });
+    } else await downgradeAfterLearners(run, { from: DOWNGRADE_FROM, to: DOWNGRADE_TO, keys: DOWNGRADE_KEYS, prefix: SEED });
     result.ok = true;
   } catch (error) {
     result.error = error instanceof Error ? error.message : String(error);
