@@ -4,7 +4,7 @@ import type { SnapshotSource } from '../domain/machine.ts';
 import type { InfraProvider, MachineInfra } from '../ports/machine-provider.ts';
 import { tokenForLowMemberId } from '../cluster/member-id.ts';
 import { addRuleFor, type AddRule } from './critical-path-bound.ts';
-import { kubernetesSample, type KubernetesCalibrationWorld } from './kubernetes-calibration.ts';
+import { kubernetesCalibration, kubernetesSample, type KubernetesCalibration, type KubernetesCalibrationWorld } from './kubernetes-calibration.ts';
 import { seconds } from './stats.ts';
 
 /**
@@ -60,16 +60,10 @@ export interface Calibration {
    * With the Kubernetes control plane (`bench --kubernetes`; absent in older results and etcd-only
    * benches): on a machine whose member votes, kube-apiserver started to `/readyz` ok (`apiserver`),
    * and controller-manager and scheduler started to both healthy (`controllers`); one cold sample,
-   * the warm ones, and the fastest of all, the bound's terms (kubernetes-calibration.ts).
+   * the warm ones, and the fastest of all, the bound's terms; and the CPU each step spent, the least
+   * of all, the shared-CPU term's work (kubernetes-calibration.ts).
    */
-  kubernetes?: {
-    version: string;
-    coldSeconds: { apiserver: number; controllers: number };
-    apiserverSamplesSeconds: number[];
-    controllersSamplesSeconds: number[];
-    apiserverSeconds: number;
-    controllersSeconds: number;
-  };
+  kubernetes?: KubernetesCalibration;
 }
 
 export interface CalibrationWorld {
@@ -299,15 +293,7 @@ export async function calibrate(world: CalibrationWorld): Promise<Calibration> {
     const voter = await initSample(world, ++ordinal);
     const on = { ...world.kubernetes, cluster: world.cluster };
     const starts = await sampled(() => kubernetesSample(on, voter.infra.name));
-    const all = [starts.cold, ...starts.warm];
-    kubernetes = {
-      version: world.kubernetes.launch.version,
-      coldSeconds: starts.cold,
-      apiserverSamplesSeconds: starts.warm.map((s) => s.apiserver),
-      controllersSamplesSeconds: starts.warm.map((s) => s.controllers),
-      apiserverSeconds: Math.min(...all.map((s) => s.apiserver)),
-      controllersSeconds: Math.min(...all.map((s) => s.controllers)),
-    };
+    kubernetes = kubernetesCalibration(world.kubernetes.launch.version, starts);
   }
   return {
     ...(kubernetes === undefined ? {} : { kubernetes }),

@@ -21,7 +21,15 @@
  *  - a new voter counts as connected to the leader from its add, the earliest its peer link can exist,
  *    which keeps the bound a lower bound;
  *  - machines join in the order they became ready (all joins cost the same, so this is optimal).
+ *
+ * With the Kubernetes control plane on machines that share one host's cores (the local provider's),
+ * the bound also counts that CPU: each machine's components spend a calibrated least CPU to start,
+ * work that cannot start before the machine is ready, and all of it has to be done on the host's
+ * cores (shared-cpu-bound.ts). The bound is the later of the critical path and that work term, and
+ * says which binds; the milestones are the critical path's, as the work term is an end bound only.
  */
+
+import { sharedCpuTerm, type SharedCpuTerm } from './shared-cpu-bound.ts';
 
 /**
  * When etcd accepts a learner add (its `--strict-reconfig-check`, on by default):
@@ -54,8 +62,11 @@ export interface BoundInputs {
    * With the Kubernetes control plane: each machine, once its member votes, starts its kube-apiserver
    * (calibrated start to /readyz ok), and once that is ready and in the endpoint, its
    * controller-manager and scheduler (calibrated start to both healthy); absent: an etcd-only bound.
+   * `cpu`: the machines share the host's `cores`, and each machine's apiserver and controllers spend
+   * at least these CPU seconds to start (calibrated, the member's and apiserver's share included);
+   * absent: every machine has CPUs of its own (no shared-CPU term).
    */
-  kubernetes?: { apiserverSeconds: number; controllersSeconds: number };
+  kubernetes?: { apiserverSeconds: number; controllersSeconds: number; cpu?: { cores: number; apiserverCpuSeconds: number; controllersCpuSeconds: number } };
 }
 
 export interface BoundJoin {
@@ -80,7 +91,17 @@ export interface BoundMachineComponents {
 export interface Bound {
   /** Which design this bounds, in words: a bound says nothing of another design. */
   design: string;
+  /** The later of the critical path and the shared-CPU term. */
   seconds: number;
+  /** Which of the two `seconds` is: the critical path's end, or the shared-CPU term's. */
+  binding: 'critical-path' | 'shared-cpu';
+  /** The critical path's end alone: the last vote, or with the Kubernetes control plane the last machine ready. */
+  criticalPathSeconds: number;
+  /**
+   * With the Kubernetes control plane on shared cores: each machine's start-up CPU released at its
+   * ready time, and the release time from which the work over the cores is the longest.
+   */
+  sharedCpu?: SharedCpuTerm;
   /** When the init member serves; null when the run starts with voters. */
   initDoneAt: number | null;
   joins: BoundJoin[];
@@ -110,7 +131,7 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
   const connectedSince: number[] = Array.from({ length: Math.max(0, inputs.existingVoters - 1) }, () => -Infinity);
   if (inputs.existingVoters === 0) {
     const first = ready.shift();
-    if (first === undefined) return { design: designOf(inputs), seconds: 0, initDoneAt: null, joins: [] };
+    if (first === undefined) return { design: designOf(inputs), seconds: 0, binding: 'critical-path', criticalPathSeconds: 0, initDoneAt: null, joins: [] };
     initDoneAt = first.at + inputs.initSeconds;
     initMachine = first.machine;
     freeAt = initDoneAt;
@@ -144,10 +165,17 @@ export function criticalPathBound(inputs: BoundInputs): Bound {
     lastPromotedAt = promotedAt;
   }
   const base = { design: designOf(inputs), initDoneAt: initDoneAt === null ? null : round(initDoneAt), joins };
-  if (inputs.kubernetes === undefined) return { ...base, seconds: round(lastPromotedAt) };
+  if (inputs.kubernetes === undefined) return { ...base, seconds: round(lastPromotedAt), binding: 'critical-path', criticalPathSeconds: round(lastPromotedAt) };
   const voters = [...(initMachine === undefined || initDoneAt === null ? [] : [{ machine: initMachine, voterAt: initDoneAt }]), ...joins.map((j) => ({ machine: j.machine, voterAt: j.promotedAt }))];
   const components = kubernetesJoins(voters, inputs.kubernetes);
-  return { ...base, seconds: round(Math.max(lastPromotedAt, ...components.map((c) => c.readyAt))), components };
+  const criticalPathSeconds = round(Math.max(lastPromotedAt, ...components.map((c) => c.readyAt)));
+  const cpu = inputs.kubernetes.cpu;
+  // The simplest release time that holds for every machine, whichever joins first: its ready time.
+  const sharedCpu = cpu === undefined ? null : sharedCpuTerm(cpu.cores, inputs.readySeconds.map((releaseAt, machine) => ({ machine, releaseAt, cpuSeconds: cpu.apiserverCpuSeconds + cpu.controllersCpuSeconds })));
+  const withComponents = { ...base, criticalPathSeconds, components, ...(sharedCpu === null ? {} : { sharedCpu }) };
+  return sharedCpu !== null && sharedCpu.seconds > criticalPathSeconds
+    ? { ...withComponents, seconds: sharedCpu.seconds, binding: 'shared-cpu' }
+    : { ...withComponents, seconds: criticalPathSeconds, binding: 'critical-path' };
 }
 
 /**
@@ -167,7 +195,7 @@ function designOf(inputs: BoundInputs): string {
   const etcd = inputs.existingVoters === 0 ? 'the first ready machine initialised, every other member joining it as a learner that catches up from the leader' : 'learners joining the serving members and catching up from the leader';
   return inputs.kubernetes === undefined
     ? `etcd only: ${etcd}`
-    : `Kubernetes control plane, kubeadm's stacked topology: ${etcd}; on each machine once its member votes, kube-apiserver started, ready (/readyz), in the endpoint, then controller-manager and scheduler`;
+    : `Kubernetes control plane, kubeadm's stacked topology: ${etcd}; on each machine once its member votes, kube-apiserver started, ready (/readyz), in the endpoint, then controller-manager and scheduler${inputs.kubernetes.cpu === undefined ? '' : `; every machine's start-up CPU done on the host's ${String(inputs.kubernetes.cpu.cores)} shared cores`}`;
 }
 
 /** The add rule of an etcd version, with etcd's own check on (`strict`) or off. */

@@ -1,7 +1,7 @@
 import type { EventRecord, MachinePhase, MachineRecord } from '../domain/machine.ts';
 import type { MachineFacts } from '../ports/machine-provider.ts';
 import { learnerLimitInForce } from '../domain/learner-limit.ts';
-import { criticalPathBound, PEER_CONNECTED_SECONDS } from './critical-path-bound.ts';
+import { criticalPathBound, PEER_CONNECTED_SECONDS, type BoundInputs } from './critical-path-bound.ts';
 import type { Calibration } from './calibration.ts';
 import { learnerSnapshotFromLog, logShowsSnapshot } from './etcd-log.ts';
 import { MEMBERSHIP_ACTIONS } from './membership.ts';
@@ -34,6 +34,8 @@ export interface RunEvidence {
   stages?: StrategyRun['stages'];
   linkBytes: StrategyRun['linkBytes'];
   loadAverage: number[];
+  /** The host's CPU count: the cores its machines share where the calibration could weigh their CPU. */
+  cores: number;
   /** With the Kubernetes control plane: what the component watcher saw. */
   components?: WatchedComponents;
 }
@@ -91,6 +93,17 @@ function observedApiservers(machines: BenchMachine[], shift: number): NonNullabl
   });
 }
 
+/**
+ * The bound's Kubernetes terms: the calibrated starts, and the shared-CPU work where the calibration
+ * weighed the machines' processes (they run on this host then, and share its cores).
+ */
+function kubernetesTerms(k: NonNullable<Calibration['kubernetes']>, cores: number): NonNullable<BoundInputs['kubernetes']> {
+  const terms = { apiserverSeconds: k.apiserverSeconds, controllersSeconds: k.controllersSeconds };
+  const apiserverCpuSeconds = k.apiserverCpuSeconds ?? null;
+  const controllersCpuSeconds = k.controllersCpuSeconds ?? null;
+  return apiserverCpuSeconds === null || controllersCpuSeconds === null ? terms : { ...terms, cpu: { cores, apiserverCpuSeconds, controllersCpuSeconds } };
+}
+
 /** First AddLearner sent to last PromoteLearner done: the phase parallel learners shorten; null without joins. */
 function joinPhase(changes: EventRecord[]): number | null {
   const first = changes.find((e) => e.action === 'AddLearner');
@@ -132,7 +145,7 @@ export function summarizeRun(evidence: RunEvidence, calibration: Calibration): S
     ...(withKeyspace && calibration.leaderOutbound !== null
       ? { leaderSend: { bytesPerLearner: calibration.leaderOutbound.bytesPerStream, bytesPerSecond: calibration.leaderOutbound.bytesPerSecond } }
       : {}),
-    ...(kubernetes === undefined ? {} : { kubernetes: { apiserverSeconds: kubernetes.apiserverSeconds, controllersSeconds: kubernetes.controllersSeconds } }),
+    ...(kubernetes === undefined ? {} : { kubernetes: kubernetesTerms(kubernetes, evidence.cores) }),
   };
   const bound = criticalPathBound(inputs);
   const boundSeconds = seconds((upBound + bound.seconds) * 1000);

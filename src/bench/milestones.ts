@@ -36,7 +36,9 @@ const round = (s: number): number => Math.round(s * 1000) / 1000;
  * The milestones at which the run was earlier than its bound allows: the init serving, each learner's
  * catch-up (against the calibrated join), the n-th promotion (against the bound's n-th) and, with the
  * Kubernetes control plane, the n-th apiserver ready (against the bound's n-th) and each apiserver's
- * start to ready (against the calibrated start, `apiserverSeconds`).
+ * start to ready (against the calibrated start, `apiserverSeconds`). Every figure is the critical
+ * path's: the shared-CPU term bounds only when all the work is done, so the run's end is checked
+ * against it (the bound's `seconds`), never a milestone.
  */
 export function milestonesAhead(bound: Bound, joinSeconds: number, observed: ObservedMilestones, apiserverSeconds?: number): MilestoneAhead[] {
   const ahead: MilestoneAhead[] = [];

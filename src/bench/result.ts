@@ -100,7 +100,7 @@ export interface StrategyRun {
   cluster: string;
   /** Seconds from applying the spec to the pass that saw every voter healthy (preload excluded). */
   seconds: number;
-  /** The critical-path lower bound for this run's provider ready times (see critical-path-bound.ts). */
+  /** The lower bound for this run's provider ready times: its critical path, or with --kubernetes the host's shared CPU when later (see critical-path-bound.ts). */
   boundSeconds: number;
   /** bound / seconds, never clipped. */
   efficiency: number;

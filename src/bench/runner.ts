@@ -151,7 +151,7 @@ async function calibration(host: BenchHost, version: string, kubernetes: string 
               }),
         };
   try {
-    const components = kubernetesWorld(manifest, provider);
+    const components = kubernetesWorld(host, manifest, provider);
     return await calibrate({ provider, admin, cluster: manifest.metadata.name, version, ...(keyspace === undefined ? {} : { keyspace }), ...(components === undefined ? {} : { kubernetes: components }) });
   } finally {
     await maintenance.close();
@@ -160,12 +160,13 @@ async function calibration(host: BenchHost, version: string, kubernetes: string 
   }
 }
 
-/** The provider's Kubernetes machines and the spec's launch, when the spec runs the Kubernetes control plane. */
-function kubernetesWorld(manifest: ControlPlane, provider: MachineProvider): NonNullable<CalibrationWorld['kubernetes']> | undefined {
+/** The provider's Kubernetes machines, the spec's launch and the machines' PIDs, when the spec runs the Kubernetes control plane. */
+function kubernetesWorld(host: BenchHost, manifest: ControlPlane, provider: MachineProvider): NonNullable<CalibrationWorld['kubernetes']> | undefined {
   const spec = manifest.spec.kubernetes;
   if (spec === undefined) return undefined;
   if (provider.kubernetes === undefined) throw new InvalidInputError([`--kubernetes: the ${manifest.spec.provider.name} provider does not run Kubernetes components`]);
-  return { machines: provider.kubernetes, launch: { version: spec.version, ...(spec.binaries === undefined ? {} : { binaries: spec.binaries }) } };
+  const cluster = manifest.metadata.name;
+  return { machines: provider.kubernetes, launch: { version: spec.version, ...(spec.binaries === undefined ? {} : { binaries: spec.binaries }) }, pids: (machine) => host.componentPids(cluster, machine) };
 }
 
 /** Each mode as spec fields: guarded swaps etcd's add rule for fastplane's checks, learners lifts the one-learner gate. */
@@ -177,7 +178,8 @@ const MODE_FIELDS: Record<Strategy, Pick<SpecFields, 'strategy' | 'reconfigurati
   'guarded-learners': { strategy: 'parallel', reconfigurationCheck: 'fastplane', maxLearners: 'auto' },
 };
 
-async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, snapshot: SnapshotSource | undefined, active: Set<ControlPlane>): Promise<StrategyRun> {
+/** `cores`: the host's CPU count (its recorded host info), the cores the local provider's machines share. */
+async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Strategy, run: number, cal: Calibration, snapshot: SnapshotSource | undefined, active: Set<ControlPlane>, cores: number): Promise<StrategyRun> {
   const name = `bench-${String(run)}-${strategy}`;
   const modeFields = MODE_FIELDS[strategy];
   const scaleUp = options.preloadBytes !== undefined && snapshot === undefined;
@@ -245,6 +247,7 @@ async function runStrategy(host: BenchHost, options: BenchOptions, strategy: Str
       ...(stages === undefined ? {} : { stages }),
       linkBytes: bytesSince(bytesBefore, host.linkBytes(), facts),
       loadAverage: loadAverage(),
+      cores,
       ...(watchedComponents === undefined ? {} : { components: watchedComponents }),
     };
     return summarizeRun(evidence, cal);
@@ -352,7 +355,7 @@ export async function runBench(host: BenchHost, options: BenchOptions, active: S
     const done: BenchRun = { run, order, speedup: null, efficiency: null };
     for (const strategy of order) {
       progress(`run ${String(run)}/${String(options.runs)}, ${strategy}`);
-      done[strategy] = await runStrategy(host, options, strategy, run, cal, snapshot, active);
+      done[strategy] = await runStrategy(host, options, strategy, run, cal, snapshot, active, host0.cpus);
     }
     if (done.serial && done.parallel) done.speedup = ratio(done.serial.seconds, done.parallel.seconds);
     done.efficiency = done.parallel?.efficiency ?? null;

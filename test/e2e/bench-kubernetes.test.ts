@@ -30,6 +30,12 @@ describe('fastplane bench --kubernetes on real etcd and Kubernetes components', 
     assert.ok(k8s.apiserverSamplesSeconds.length >= 5, 'at least 5 warm apiserver starts');
     assert.equal(k8s.apiserverSeconds, Math.min(k8s.coldSeconds.apiserver, ...k8s.apiserverSamplesSeconds), 'the bound takes the fastest start');
     assert.ok(k8s.apiserverSeconds > 0 && k8s.controllersSeconds > 0);
+    // The local provider's processes are weighed: every sample's CPU read, the least of all kept.
+    assert.equal(k8s.apiserverCpuSamplesSeconds?.length, k8s.apiserverSamplesSeconds.length, 'every warm apiserver start weighed');
+    const apiserverCpu = k8s.apiserverCpuSeconds ?? 0;
+    const controllersCpu = k8s.controllersCpuSeconds ?? 0;
+    assert.ok(apiserverCpu > 0 && controllersCpu > 0, 'CPU of both steps measured');
+    assert.equal(apiserverCpu, Math.min(k8s.coldCpuSeconds?.apiserver ?? Infinity, ...(k8s.apiserverCpuSamplesSeconds ?? [])), 'the bound takes the least CPU');
     for (const strategy of ['serial', 'parallel'] as const) {
       const run = result.runs[0]?.[strategy];
       assert.ok(run, `${strategy} ran`);
@@ -37,6 +43,13 @@ describe('fastplane bench --kubernetes on real etcd and Kubernetes components', 
       // The bound has an apiserver-ready milestone per machine, each at least its vote plus the calibrated start.
       assert.equal(run.bound.components?.length, 3);
       for (const c of run.bound.components ?? []) assert.ok(c.apiserverReadyAt >= c.voterAt + k8s.apiserverSeconds - 0.001);
+      // The machines share the host's cores: the bound is the later of its critical path and their CPU work.
+      const shared = run.bound.sharedCpu;
+      assert.ok(shared, `${strategy}: a shared-CPU term`);
+      assert.equal(shared.cores, result.host.cpus);
+      assert.deepEqual(shared.work.map((w) => w.cpuSeconds), [0, 1, 2].map(() => apiserverCpu + controllersCpu));
+      assert.equal(run.bound.seconds, Math.max(run.bound.criticalPathSeconds, shared.seconds));
+      assert.equal(run.bound.binding, shared.seconds > run.bound.criticalPathSeconds ? 'shared-cpu' : 'critical-path');
       assert.equal(run.machines.length, 3);
       for (const m of run.machines) {
         const c = m.components;
