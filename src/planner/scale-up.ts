@@ -1,7 +1,7 @@
 import { keepsQuorum } from '../domain/quorum.ts';
 import { catchUpBudget } from './catch-up-budget.ts';
-import { guardAdd, guardPromotion } from './guard.ts';
-import { preflightForAdd } from './preflight.ts';
+import { guardAdd, guardPromotion, isGuarded } from './guard.ts';
+import { preflightForAdd, unstartedLearners } from './preflight.ts';
 import { activeMachines, byOrdinal, isGone, nameOf, type Step } from './step.ts';
 import type { MembershipAction, ObservedMachine } from './types.ts';
 import { isCaughtUp, learnerProgress, memberAnswers, statusErrors } from './view.ts';
@@ -21,12 +21,43 @@ export function scaleUp(step: Step): MembershipAction | undefined {
   const next = joinCandidates(step)[0];
   if (!next) return undefined;
   const reasons = [...preflightForAdd(step.view), ...guardAdd(step.view), ...catchUpBudget(step.view)];
+  step.joinGate = reasons;
   if (reasons.length > 0) {
     // A taken learner slot is the normal gate, reported by promote(); the rest explain the hold.
     step.waits.push(...reasons.filter((r) => r.code !== 'LearnerSlotTaken').map((r) => ({ ...r, message: `${nameOf(next)} waits at the join gate: ${r.message}` })));
     return undefined;
   }
   return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine' };
+}
+
+/** etcd's HealthInterval: a peer counts as connected for its add rule once connected this long. */
+const PEER_CONNECTED_MS = 5_000;
+/** A learner that has not named itself this long after its add is not waited for by promotions. */
+const LEARNER_START_GRACE_MS = 10_000;
+
+const addedAt = (machine: ObservedMachine): number | undefined => machine.record.phaseTimes.Learner;
+
+/**
+ * Whether promoting `machine` now would make etcd refuse the next add for a few seconds, while that
+ * add only waits for a learner to start. etcd's add rule (docs/etcd-behaviour.md, the 5 s rule)
+ * lets a one-voter cluster take adds at once, but once a second voter exists it wants it connected
+ * for 5 s, and a learner's peer connection is as old as its start. So during a bring-up, a learner
+ * added under 5 s ago is promoted after the pending add rather than before it: the add would
+ * otherwise wait out the promoted member's 5 s, the promotion only the learner's start. Not with
+ * etcd's check off (fastplane's guard then decides), and not for a learner that does not start.
+ */
+function promotionHoldsNextAdd(step: Step, machine: ObservedMachine): boolean {
+  const { view } = step;
+  if (view.voters.length !== 1 || isGuarded(view)) return false;
+  const gate = step.joinGate;
+  if (gate === undefined || gate.length === 0 || gate.some((w) => w.code !== 'LearnerNotStarted')) return false;
+  const added = addedAt(machine);
+  if (added === undefined || view.now - added >= PEER_CONNECTED_MS) return false;
+  return unstartedLearners(view).every((l) => {
+    const booting = view.machineOf(l);
+    const since = booting === undefined ? undefined : addedAt(booting);
+    return since !== undefined && view.now - since < LEARNER_START_GRACE_MS;
+  });
 }
 
 export function promote(step: Step): MembershipAction | undefined {
@@ -56,6 +87,10 @@ export function promote(step: Step): MembershipAction | undefined {
     const guard = guardPromotion(view, learner);
     if (guard.length > 0) {
       step.waits.push(...guard.map((w) => ({ ...w, machine: name })));
+      continue;
+    }
+    if (promotionHoldsNextAdd(step, machine)) {
+      step.waits.push({ code: 'PromotionAfterPendingAdd', message: `promoting ${name} after the next add: with one voter etcd takes that add at once, with a second one connected under 5 s it would refuse it (etcd's 5 s rule)`, machine: name });
       continue;
     }
     return { kind: 'PromoteLearner', machine: name, memberId: learner.id, reason: 'LearnerCaughtUp' };

@@ -10,6 +10,8 @@ export interface Step {
   leaving: Set<string>;
   waits: Wait[];
   blocked?: Wait;
+  /** What holds the next machine's join this pass (scale-up.ts), when one waits to join. */
+  joinGate?: Wait[];
 }
 
 export const nameOf = (m: ObservedMachine): string => m.record.name;

@@ -211,6 +211,35 @@ describe('planner: scale up', () => {
     assert.deepEqual(started.membershipAction, { kind: 'AddLearner', machine: 't-5', reason: 'JoinNextMachine' });
   });
 
+  test('during a bring-up, a learner added under 5 s ago is promoted after the add that only waits for another learner to start', () => {
+    const v = '3.6.17';
+    const o = (opts: { voters?: number; addedAgoMs?: number; bootingAgoMs?: number; candidate?: boolean } = {}) => {
+      const c = healthyCluster(opts.voters ?? 1, { version: v, maxLearners: 8 });
+      const joined = machine('t-4', { phase: 'Learner', version: v, maxLearners: 8 });
+      joined.record.phaseTimes.Learner = NOW - (opts.addedAgoMs ?? 1_000);
+      const booting = machine('t-5', { phase: 'Joining', version: v, maxLearners: 8 });
+      booting.record.phaseTimes.Learner = NOW - (opts.bootingAgoMs ?? 500);
+      return observed({
+        machines: [...c.machines, joined, booting, ...(opts.candidate === false ? [] : [machine('t-6', { version: v })])],
+        members: [...c.members, learner('t-4', { version: v }), { ...learner('t-5', { statusError: 'connection refused', version: v }), name: '', clientURLs: [] }],
+      });
+    };
+    const s = (check: 'etcd' | 'fastplane' = 'etcd') => spec({ replicas: 6, version: v, maxLearners: 8, reconfigurationCheck: check });
+    const deferred = decide(o(), s());
+    assert.equal(deferred.membershipAction, undefined);
+    assert.match(waitOf(deferred, 'PromotionAfterPendingAdd').message, /promoting t-4 after the next add/);
+    assert.equal(waitOf(deferred, 'PromotionAfterPendingAdd').machine, 't-4');
+    const promoted = { kind: 'PromoteLearner', machine: 't-4', memberId: memberIdOf('t-4'), reason: 'LearnerCaughtUp' };
+    const cases: [string, Observed, PlannerSpec][] = [
+      ['its peer connection is 5 s old: etcd counts it', o({ addedAgoMs: 5_000 }), s()],
+      ['the booting learner has not started within 10 s: not waited for', o({ bootingAgoMs: 10_000 }), s()],
+      ['two voters already: a promotion changes nothing for the add rule here', o({ voters: 2 }), s()],
+      ["etcd's check off: fastplane's guard decides", o(), s('fastplane')],
+      ['no machine waits to join', o({ candidate: false }), s()],
+    ];
+    for (const [name, observation, planned] of cases) assert.deepEqual(decide(observation, planned).membershipAction, promoted, name);
+  });
+
   test('promotes only when the learner answers and is within the catch-up margin', () => {
     const cases: { name: string; learner: Parameters<typeof learner>[1]; expect: string }[] = [
       { name: 'fully applied', learner: { raftAppliedIndex: 1350 }, expect: 'PromoteLearner' },
