@@ -38,19 +38,27 @@ const LEARNER_START_GRACE_MS = 10_000;
 const addedAt = (machine: ObservedMachine): number | undefined => machine.record.phaseTimes.Learner;
 
 /**
+ * Join gates that lift within a pass or two on their own: a learner added but not yet named, and the
+ * catch-up budget measuring a learner's rate. A taken learner slot is not one: it waits for a promotion.
+ */
+const PASSING_GATES: ReadonlySet<string> = new Set(['LearnerNotStarted', 'LeaderUplinkMeasuring']);
+
+/**
  * Whether promoting `machine` now would make etcd refuse the next add for a few seconds, while that
- * add only waits for a learner to start. etcd's add rule (docs/etcd-behaviour.md, the 5 s rule)
- * lets a one-voter cluster take adds at once, but once a second voter exists it wants it connected
- * for 5 s, and a learner's peer connection is as old as its start. So during a bring-up, a learner
+ * add only waits for a gate that passes by itself (PASSING_GATES). etcd's add rule
+ * (docs/etcd-behaviour.md, the 5 s rule) lets a one-voter cluster take adds at once, but once a
+ * second voter exists it wants it connected for 5 s, and a learner's peer connection is as old as its
+ * start. So during a bring-up, a learner
  * added under 5 s ago is promoted after the pending add rather than before it: the add would
- * otherwise wait out the promoted member's 5 s, the promotion only the learner's start. Not with
- * etcd's check off (fastplane's guard then decides), and not for a learner that does not start.
+ * otherwise wait out the promoted member's 5 s, the promotion only the gate. A promotion is never held
+ * past the learner's 5 s (the hold it saves), nor for a learner that does not start, nor with etcd's
+ * check off (fastplane's guard then decides).
  */
 function promotionHoldsNextAdd(step: Step, machine: ObservedMachine): boolean {
   const { view } = step;
   if (view.voters.length !== 1 || isGuarded(view)) return false;
   const gate = step.joinGate;
-  if (gate === undefined || gate.length === 0 || gate.some((w) => w.code !== 'LearnerNotStarted')) return false;
+  if (gate === undefined || gate.length === 0 || gate.some((w) => !PASSING_GATES.has(w.code))) return false;
   const added = addedAt(machine);
   if (added === undefined || view.now - added >= PEER_CONNECTED_MS) return false;
   return unstartedLearners(view).every((l) => {

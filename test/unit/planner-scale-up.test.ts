@@ -213,11 +213,12 @@ describe('planner: scale up', () => {
 
   test('during a bring-up, a learner added under 5 s ago is promoted after the add that only waits for another learner to start', () => {
     const v = '3.6.17';
-    const o = (opts: { voters?: number; addedAgoMs?: number; bootingAgoMs?: number; candidate?: boolean } = {}) => {
-      const c = healthyCluster(opts.voters ?? 1, { version: v, maxLearners: 8 });
-      const joined = machine('t-4', { phase: 'Learner', version: v, maxLearners: 8 });
+    const o = (opts: { voters?: number; addedAgoMs?: number; bootingAgoMs?: number; candidate?: boolean; maxLearners?: number } = {}) => {
+      const maxLearners = opts.maxLearners ?? 8;
+      const c = healthyCluster(opts.voters ?? 1, { version: v, maxLearners });
+      const joined = machine('t-4', { phase: 'Learner', version: v, maxLearners });
       joined.record.phaseTimes.Learner = NOW - (opts.addedAgoMs ?? 1_000);
-      const booting = machine('t-5', { phase: 'Joining', version: v, maxLearners: 8 });
+      const booting = machine('t-5', { phase: 'Joining', version: v, maxLearners });
       booting.record.phaseTimes.Learner = NOW - (opts.bootingAgoMs ?? 500);
       return observed({
         machines: [...c.machines, joined, booting, ...(opts.candidate === false ? [] : [machine('t-6', { version: v })])],
@@ -236,6 +237,7 @@ describe('planner: scale up', () => {
       ['two voters already: a promotion changes nothing for the add rule here', o({ voters: 2 }), s()],
       ["etcd's check off: fastplane's guard decides", o(), s('fastplane')],
       ['no machine waits to join', o({ candidate: false }), s()],
+      ['the learner slots are taken: the add waits for a promotion', o({ maxLearners: 2 }), spec({ replicas: 6, version: v, maxLearners: 2 })],
     ];
     for (const [name, observation, planned] of cases) assert.deepEqual(decide(observation, planned).membershipAction, promoted, name);
   });
