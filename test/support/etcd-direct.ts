@@ -22,9 +22,13 @@ export function kvClientFor(access: ClusterAccess, endpoints: readonly string[] 
   return openKvClient(endpoints, { credentials: credentialsOf(access) });
 }
 
-/** Asks etcd itself (not fastplane's records) for the members and every member's own status. */
+/**
+ * Asks etcd itself (not fastplane's records) for the members and every member's own status. A test's
+ * judge, not a health check: it waits as long as a loaded host may take to answer (the product's
+ * status deadline is 1 s, which a file beside CPU-heavy ones can miss).
+ */
 export async function askEtcd(access: ClusterAccess): Promise<{ members: EtcdMember[]; statuses: EtcdMemberStatus[] }> {
-  const admin = adminFor(access);
+  const admin = adminFor(access, { callTimeoutMs: 15_000, statusTimeoutMs: 10_000 });
   try {
     const members = await admin.memberList(access.endpoints);
     const statuses = await Promise.all(members.flatMap((m) => m.clientURLs.slice(0, 1)).map((url) => admin.status(url)));

@@ -1,24 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { criticalPathBound, type BoundInputs } from '../../src/bench/critical-path-bound.ts';
+import { criticalPathBound } from '../../src/bench/critical-path-bound.ts';
 import { milestonesAhead } from '../../src/bench/milestones.ts';
+import { etcdOnlyExample, kubernetesExample } from '../support/bound-example.ts';
 
-// Three machines ready at 30, 31 and 30.5 s; init 1 s, join 2 s, etcd 3.5.30's add rule, one learner
-// at a time; kube-apiserver 6 s from start to /readyz, controller-manager and scheduler 1 s. By hand:
-// machine 0 (first ready) serves at 31; machine 2 is added at 31 (one voter: no rule), promoted at 33;
-// machine 1 is added once machine 2 has been connected 5 s (a quorum of the 3 voters after the add
-// needs it), at 36, promoted at 38. Apiservers: 31 + 6 = 37, 33 + 6 = 39, 38 + 6 = 44; each machine
-// ready 1 s later: 38, 40, 45. The bound is the last machine ready, 45, not the last promotion, 38.
-const etcdOnly: BoundInputs = {
-  readySeconds: [30, 31, 30.5],
-  initSeconds: 1,
-  joinSeconds: 2,
-  addRule: 'quorum-of-resulting',
-  connectedSeconds: 5,
-  existingVoters: 0,
-  learnerLimit: 1,
-};
-const inputs: BoundInputs = { ...etcdOnly, kubernetes: { apiserverSeconds: 6, controllersSeconds: 1 } };
+// The example of test/support/bound-example.ts, worked out by hand there.
+const etcdOnly = etcdOnlyExample;
+const inputs = kubernetesExample;
 const bound = criticalPathBound(inputs);
 
 test('the Kubernetes bound of the example, worked out by hand', () => {

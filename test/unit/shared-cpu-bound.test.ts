@@ -5,19 +5,12 @@ import { kubernetesCalibration, type KubernetesSample } from '../../src/bench/ku
 import { milestonesAhead } from '../../src/bench/milestones.ts';
 import { cpuSeconds } from '../../src/bench/process-cpu.ts';
 import { sharedCpuTerm } from '../../src/bench/shared-cpu-bound.ts';
+import { etcdOnlyExample, kubernetesExample } from '../support/bound-example.ts';
 
-// The example of bench-kubernetes-bound.test.ts: machines ready at 30, 31 and 30.5 s, whose critical
-// path ends at 45 (the last machine ready: voter 38, apiserver 44, controllers 45).
-const etcdOnly: BoundInputs = {
-  readySeconds: [30, 31, 30.5],
-  initSeconds: 1,
-  joinSeconds: 2,
-  addRule: 'quorum-of-resulting',
-  connectedSeconds: 5,
-  existingVoters: 0,
-  learnerLimit: 1,
-};
-const example: BoundInputs = { ...etcdOnly, kubernetes: { apiserverSeconds: 6, controllersSeconds: 1 } };
+// The example of test/support/bound-example.ts: a critical path ending at 45 (the last machine
+// ready: voter 38, apiserver 44, controllers 45).
+const etcdOnly = etcdOnlyExample;
+const example = kubernetesExample;
 const onCores = (cores: number, apiserverCpuSeconds: number, controllersCpuSeconds: number): BoundInputs => ({
   ...etcdOnly,
   kubernetes: { apiserverSeconds: 6, controllersSeconds: 1, cpu: { cores, apiserverCpuSeconds, controllersCpuSeconds } },
