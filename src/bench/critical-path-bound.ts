@@ -29,6 +29,7 @@
  * says which binds; the milestones are the critical path's, as the work term is an end bound only.
  */
 
+import { PEER_CONNECTED_FOR_ADD_MS } from '../domain/quorum.ts';
 import { sharedCpuTerm, type SharedCpuTerm } from './shared-cpu-bound.ts';
 
 /**
@@ -41,7 +42,7 @@ import { sharedCpuTerm, type SharedCpuTerm } from './shared-cpu-bound.ts';
 export type AddRule = 'all-voters' | 'quorum-of-resulting' | 'none';
 
 /** etcd's HealthInterval: how long a peer must have been connected before an add is accepted. */
-export const PEER_CONNECTED_SECONDS = 5;
+export const PEER_CONNECTED_SECONDS = PEER_CONNECTED_FOR_ADD_MS / 1000;
 
 export interface BoundInputs {
   /** Per machine, when the provider made it ready, in seconds from the start of the run. */

@@ -14,3 +14,9 @@ export function keepsQuorum(voters: number, healthyVoters: number, votersDelta: 
   if (nextVoters < 1) return false;
   return healthyVoters + healthyDelta >= quorum(nextVoters);
 }
+
+/**
+ * etcd's HealthInterval: with its reconfiguration check on, etcd takes an add only once the voters it
+ * counts have been connected to the leader this long (the 5 s rule, docs/etcd-behaviour.md).
+ */
+export const PEER_CONNECTED_FOR_ADD_MS = 5_000;

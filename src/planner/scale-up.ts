@@ -1,4 +1,4 @@
-import { keepsQuorum } from '../domain/quorum.ts';
+import { keepsQuorum, PEER_CONNECTED_FOR_ADD_MS } from '../domain/quorum.ts';
 import { catchUpBudget } from './catch-up-budget.ts';
 import { guardAdd, guardPromotion, isGuarded } from './guard.ts';
 import { preflightForAdd, unstartedLearners } from './preflight.ts';
@@ -30,8 +30,6 @@ export function scaleUp(step: Step): MembershipAction | undefined {
   return { kind: 'AddLearner', machine: nameOf(next), reason: 'JoinNextMachine' };
 }
 
-/** etcd's HealthInterval: a peer counts as connected for its add rule once connected this long. */
-const PEER_CONNECTED_MS = 5_000;
 /** A learner that has not named itself this long after its add is not waited for by promotions. */
 const LEARNER_START_GRACE_MS = 10_000;
 
@@ -48,11 +46,10 @@ const PASSING_GATES: ReadonlySet<string> = new Set(['LearnerNotStarted', 'Leader
  * add only waits for a gate that passes by itself (PASSING_GATES). etcd's add rule
  * (docs/etcd-behaviour.md, the 5 s rule) lets a one-voter cluster take adds at once, but once a
  * second voter exists it wants it connected for 5 s, and a learner's peer connection is as old as its
- * start. So during a bring-up, a learner
- * added under 5 s ago is promoted after the pending add rather than before it: the add would
- * otherwise wait out the promoted member's 5 s, the promotion only the gate. A promotion is never held
- * past the learner's 5 s (the hold it saves), nor for a learner that does not start, nor with etcd's
- * check off (fastplane's guard then decides).
+ * start. So during a bring-up, a learner added under 5 s ago is promoted after the pending add rather
+ * than before it: the add would otherwise wait out the promoted member's 5 s, the promotion only the
+ * gate. A promotion is never held past the learner's 5 s (the hold it saves), nor for a learner that
+ * does not start, nor with etcd's check off (fastplane's guard then decides).
  */
 function promotionHoldsNextAdd(step: Step, machine: ObservedMachine): boolean {
   const { view } = step;
@@ -60,7 +57,7 @@ function promotionHoldsNextAdd(step: Step, machine: ObservedMachine): boolean {
   const gate = step.joinGate;
   if (gate === undefined || gate.length === 0 || gate.some((w) => !PASSING_GATES.has(w.code))) return false;
   const added = addedAt(machine);
-  if (added === undefined || view.now - added >= PEER_CONNECTED_MS) return false;
+  if (added === undefined || view.now - added >= PEER_CONNECTED_FOR_ADD_MS) return false;
   return unstartedLearners(view).every((l) => {
     const booting = view.machineOf(l);
     const since = booting === undefined ? undefined : addedAt(booting);
