@@ -142,7 +142,8 @@ export const NETWORK_SCENARIOS: ChaosScenario[] = [
         const removed = await waitFor(
           'the isolated learner to be removed',
           () => s.env.events(s.cluster).find((e) => e.action === 'RemoveMember' && e.outcome === 'Succeeded' && e.machine === learner),
-          90_000,
+          // learnerStuckAfter plus a loaded host's slow passes: a hang guard, not a figure.
+          150_000,
         );
         lab.heal();
         const run = await scale.done;

@@ -212,6 +212,10 @@ export async function runScenario(scenario: ChaosScenario, mode: Reconfiguration
     let outcome: { run: CliRun; expectationMet: boolean };
     try {
       outcome = await scenario.act(s);
+    } catch (error) {
+      // What fastplane did up to the failure, for the reader of a failed run's log.
+      const events = env.events(s.cluster).slice(-30).map((e) => `${new Date(e.at).toISOString()} ${e.action ?? e.reason} ${e.machine ?? ''} ${e.outcome ?? ''}: ${e.message}`);
+      throw new Error(`${error instanceof Error ? error.message : String(error)}\nlast events:\n${events.join('\n')}`, { cause: error });
     } finally {
       await s.writer?.stop();
     }

@@ -7,7 +7,8 @@ import { parse } from 'yaml';
 import { getText } from '../../src/adapters/host/http-probe.ts';
 import type { CertificateInfo } from '../../src/ports/care.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { EndpointReader, EndpointWriter, kubectlFor, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
+import { EndpointReader, EndpointWriter } from '../support/endpoint-traffic.ts';
+import { kubectlFor, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // Certificate renewal and CA rotation (etcd's, Kubernetes' and the front-proxy's) on a Kubernetes
 // control plane: real etcd, kube-apiserver, controller-manager, scheduler and HAProxy, with a writer

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { EndpointReader, EndpointWriter, kubectlFor, recordedPid, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
+import { EndpointReader, EndpointWriter } from '../support/endpoint-traffic.ts';
+import { kubectlFor, recordedPid, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // A Kubernetes control plane brought up by fastplane: real etcd, kube-apiserver, controller-manager,
 // scheduler and HAProxy, driven with the built kubectl.

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
 import { clientCertificateOf, localMachineAddresses, sampleVersions, skewBreaches, type VersionSample } from '../support/component-versions.ts';
-import { EndpointWriter, kubectlFor, TEST_KUBERNETES, TEST_KUBERNETES_NEXT, type Kubectl, type Named } from '../support/kubectl.ts';
+import { EndpointWriter } from '../support/endpoint-traffic.ts';
+import { kubectlFor, TEST_KUBERNETES, TEST_KUBERNETES_NEXT, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // A Kubernetes version rollout, one minor up, on real components: 3 machines at 1.36 rolled to 1.37
 // (surge machine first, old ones leave one at a time) with a writer through the endpoint, every

@@ -1,0 +1,124 @@
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parse } from 'yaml';
+import type { Kubectl } from './kubectl.ts';
+
+// Traffic through a control plane's endpoint while a test changes the cluster under it, as etcd's
+// robustness suite drives its clusters: a client library, not a program per request (a kubectl per
+// write cost about 0.1 CPU s, most of a core at the rate below). Each request opens its own TLS
+// connection, as each kubectl run does, so HAProxy routes every one afresh; the kubeconfig is read per
+// request, so a client that fetches it again (a CA rotation) is followed.
+
+const WRITE_EVERY_MS = 100;
+const READ_EVERY_MS = 200;
+
+interface Kubeconfig {
+  clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+  users: { user: { 'client-certificate-data': string; 'client-key-data': string } }[];
+}
+
+/** One request to the apiserver the kubeconfig names; resolves with the status and body, rejects when no answer came. */
+function call(kubeconfigFile: string, method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number): Promise<{ status: number; body: string }> {
+  const config = parse(readFileSync(kubeconfigFile, 'utf8')) as Kubeconfig;
+  const cluster = config.clusters[0]?.cluster;
+  const user = config.users[0]?.user;
+  if (cluster === undefined || user === undefined) return Promise.reject(new Error(`${kubeconfigFile} names no cluster or user`));
+  const pem = (data: string): Buffer => Buffer.from(data, 'base64');
+  const payload = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(path, cluster.server),
+      {
+        method,
+        agent: false,
+        ca: pem(cluster['certificate-authority-data']),
+        cert: pem(user['client-certificate-data']),
+        key: pem(user['client-key-data']),
+        timeout: timeoutMs,
+        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+      },
+      (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (text += chunk));
+        response.on('error', reject);
+        response.on('end', () => {
+          resolve({ status: response.statusCode ?? 0, body: text });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error(`${method} ${path} did not answer within ${String(timeoutMs)} ms`)));
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+/**
+ * Creates config maps through the endpoint, one every 100 ms, until stopped: which were acknowledged
+ * (201), how many failed, and the longest time from a failed write to the next acknowledged one.
+ */
+export class EndpointWriter {
+  readonly acked: string[] = [];
+  failures = 0;
+  longestOutageMs = 0;
+  /** What the last failed write said. */
+  lastError: string | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly kubectl: Kubectl,
+    private readonly namespace: string,
+  ) {}
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  async run(): Promise<void> {
+    let failingSince: number | undefined;
+    // Bounded: a run that never stops still ends.
+    for (let i = 0; i < 20_000 && !this.stopped; i++) {
+      const name = `w-${String(i)}`;
+      try {
+        const answer = await call(this.kubectl.kubeconfig, 'POST', `/api/v1/namespaces/${this.namespace}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { i: String(i) } }, 10_000);
+        if (answer.status !== 201) throw new Error(`create configmap ${name}: ${String(answer.status)} ${answer.body.slice(0, 300)}`);
+        this.acked.push(name);
+        if (failingSince !== undefined) this.longestOutageMs = Math.max(this.longestOutageMs, Date.now() - failingSince);
+        failingSince = undefined;
+      } catch (error) {
+        this.failures++;
+        this.lastError = error instanceof Error ? error.message : String(error);
+        failingSince ??= Date.now();
+      }
+      await sleep(WRITE_EVERY_MS);
+    }
+    if (failingSince !== undefined) this.longestOutageMs = Math.max(this.longestOutageMs, Date.now() - failingSince);
+  }
+}
+
+/** Reads `/readyz` through the endpoint every 200 ms until stopped: how many answered ok, and when each failure came. */
+export class EndpointReader {
+  ok = 0;
+  readonly failures: number[] = [];
+  private stopped = false;
+
+  constructor(private readonly kubectl: Kubectl) {}
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  async run(): Promise<void> {
+    for (let i = 0; i < 20_000 && !this.stopped; i++) {
+      try {
+        const answer = await call(this.kubectl.kubeconfig, 'GET', '/readyz', undefined, 5_000);
+        if (answer.status === 200 && answer.body.trim() === 'ok') this.ok++;
+        else this.failures.push(Date.now());
+      } catch {
+        this.failures.push(Date.now());
+      }
+      await sleep(READ_EVERY_MS);
+    }
+  }
+}
