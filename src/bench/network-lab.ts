@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-// src/bench and dist/bench both sit two folders below the package root.
+// src/bench and dist/cli (the bundle this code is built into) both sit two folders below the package root.
 const SCRIPT = join(import.meta.dirname, '..', '..', 'scripts', 'netlab.sh');
 
 export interface LabHost {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { withLock } from '../../src/adapters/state-files.ts';
 
 /**
- * The compiled CLI the tests run, `dist/cli/main.js` (`npm run build`, as `bin/fastplane.js` runs it
+ * The bundled CLI the tests run, `dist/cli/main.js` (`npm run build`, as `bin/fastplane.js` runs it
  * for users): a command started through tsx spent about 1 s of CPU more compiling TypeScript, and
  * the suite runs thousands of commands. It is built again here when any file under src/ is newer,
  * under a lock, so test files started at once build it once.
@@ -29,7 +29,7 @@ export async function ensureBuiltCli(): Promise<void> {
   if (fresh()) return;
   mkdirSync(join(ROOT, '.cache'), { recursive: true });
   await withLock(join(ROOT, '.cache', 'cli-build.lock'), () => {
-    if (!fresh()) execFileSync(process.execPath, [join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', join(ROOT, 'tsconfig.build.json')], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+    if (!fresh()) execFileSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'build.ts')], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
     return Promise.resolve();
   });
 }
