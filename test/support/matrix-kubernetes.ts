@@ -11,9 +11,9 @@ import { labPids, labProcesses } from './ssh-kubernetes.ts';
 // The matrix's Kubernetes row: the control plane of the Kubernetes tests (etcd, kube-apiserver,
 // controller-manager and scheduler on every machine, HAProxy as the endpoint) on the lab's hosts over
 // SSH, driven as the row says. Up 3; kubectl through the endpoint and each apiserver; then, with a
-// writer through the endpoint all along: scale 5, scale 3, a hung apiserver replaced; kubectl through
-// every apiserver again; down. (The rollout one minor up and the etcd leader killed run on the local
-// provider: test/e2e/kubernetes-rollout.test.ts and kubernetes-control-plane.test.ts.)
+// writer through the endpoint all along: scale 5, scale 3, a hung apiserver replaced, the etcd leader
+// killed; kubectl through every apiserver again; down. (The rollout one minor up runs on the local
+// provider: test/e2e/kubernetes-rollout.test.ts.)
 
 export interface KubernetesSite {
   env: CliEnv;
@@ -89,6 +89,24 @@ export async function kubernetesScenario(run: RowRun, site: KubernetesSite): Pro
     doc = await step('replace hung apiserver', () => statusUntil(run, `${hung.name} replaced`, (d) => settled(3)(d) && !d.status.machines.some((m) => m.name === hung.name)));
     const failed = (await run.events()).find((e) => e.action === 'MarkMachineFailed' && e.machine === hung.name);
     assert.equal(failed?.reason, 'APIServerUnhealthy', `${hung.name} was marked failed for its apiserver`);
+
+    // The etcd leader killed on its lab host: the controller brings the member back (or replaces its
+    // machine) and every apiserver serves again, reading and writing through its own member.
+    const leader = doc.status.machines.find((m) => m.name === doc.status.leader);
+    assert.ok(leader?.clientURL, `the etcd leader is one of the machines: ${String(doc.status.leader)}`);
+    const etcdPids = labPids(site.lab, hostOf(leader.clientURL), 'etcd');
+    assert.ok(etcdPids.length > 0, `${leader.name}'s etcd runs`);
+    const killedAt = Date.now();
+    for (const pid of etcdPids) process.kill(pid, 'SIGKILL');
+    doc = await step('etcd leader killed', async () => {
+      // Settled again only after the controller acted on that machine (a status read at once may predate its look).
+      const repaired = async (): Promise<boolean> => (await run.events()).some((e) => e.machine === leader.name && Date.parse(e.startedAt) >= killedAt && e.result === 'ok' && ['RestartMember', 'MarkMachineFailed'].includes(e.action ?? ''));
+      for (let seen = await repaired(); !seen; seen = await repaired()) {
+        assert.ok(Date.now() - killedAt < REPAIR_WITHIN_MS, `the controller acted on ${leader.name} within ${String(REPAIR_WITHIN_MS / 1000)} s`);
+        await sleep(1_000);
+      }
+      return statusUntil(run, `the cluster back after ${leader.name}'s etcd was killed`, settled(3));
+    });
 
     await throughEveryApiserver(run, site, doc, endpoint, 'after');
   } finally {
