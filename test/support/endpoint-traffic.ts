@@ -97,7 +97,10 @@ export class EndpointWriter {
   }
 }
 
-/** Reads `/readyz` through the endpoint every 200 ms until stopped: how many answered ok, and when each failure came. */
+/**
+ * Reads `/readyz` through the endpoint every 200 ms until stopped: how many answered ok, and when each
+ * failed read was sent (a read sent to a hung apiserver fails only at its timeout, 5 s later).
+ */
 export class EndpointReader {
   ok = 0;
   readonly failures: number[] = [];
@@ -111,12 +114,13 @@ export class EndpointReader {
 
   async run(): Promise<void> {
     for (let i = 0; i < 20_000 && !this.stopped; i++) {
+      const sentAt = Date.now();
       try {
         const answer = await call(this.kubectl.kubeconfig, 'GET', '/readyz', undefined, 5_000);
         if (answer.status === 200 && answer.body.trim() === 'ok') this.ok++;
-        else this.failures.push(Date.now());
+        else this.failures.push(sentAt);
       } catch {
-        this.failures.push(Date.now());
+        this.failures.push(sentAt);
       }
       await sleep(READ_EVERY_MS);
     }
