@@ -36,7 +36,6 @@ export const ROWS: Row[] = [
   { provider: 'ssh', store: 'sqlite', check: 'fastplane', driver: 'controller', scenario: 'lifecycle' },
   { provider: 'ssh', store: 'etcd', check: 'etcd', driver: 'controller', scenario: 'lifecycle' },
   { provider: 'ssh', store: 'etcd', check: 'fastplane', driver: 'cli', scenario: 'lifecycle' },
-  { provider: 'local', store: 'etcd', check: 'etcd', driver: 'cli', scenario: 'lifecycle' },
   // Local: on the lab's hosts this row took 240 s (ssh provisioning and restarts), four times the local one.
   { provider: 'local', store: 'sqlite', check: 'etcd', driver: 'cli', scenario: 'downgrade-after-learners' },
   // The Kubernetes control plane on the lab's hosts, the controller driving it with its records in etcd.
