@@ -3,11 +3,10 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { parse } from 'yaml';
 import { getText } from '../../src/adapters/host/http-probe.ts';
 import type { CertificateInfo } from '../../src/ports/care.ts';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { EndpointReader, EndpointWriter } from '../support/endpoint-traffic.ts';
+import { EndpointReader, EndpointWriter, kubeconfigCredentials } from '../support/endpoint-traffic.ts';
 import { kubectlFor, TEST_KUBERNETES, type Kubectl, type Named } from '../support/kubectl.ts';
 
 // Certificate renewal and CA rotation (etcd's, Kubernetes' and the front-proxy's) on a Kubernetes
@@ -36,13 +35,6 @@ function servedPem(address: string): string {
 function servedNotAfter(address: string): number {
   const text = execFileSync('openssl', ['x509', '-noout', '-enddate'], { input: servedPem(address) }).toString();
   return Date.parse(/notAfter=(.*)/.exec(text)?.[1] ?? '');
-}
-
-/** The CA data and the client certificate and key a kubeconfig embeds, as PEM. */
-function embedded(kubeconfig: string): { ca: string; cert: string; key: string } {
-  const doc = parse(kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
-  const pem = (data: string | undefined): string => Buffer.from(data ?? '', 'base64').toString('utf8');
-  return { ca: pem(doc.clusters[0]?.cluster['certificate-authority-data']), cert: pem(doc.users[0]?.user['client-certificate-data']), key: pem(doc.users[0]?.user['client-key-data']) };
 }
 
 const certificateCount = (pem: string): number => pem.match(/BEGIN CERTIFICATE/g)?.length ?? 0;
@@ -146,7 +138,7 @@ describe('certificates of a Kubernetes control plane', { timeout: 600_000 }, () 
     const oldIssuer = issuerOf(etcdClient);
     const [oldKubernetesCa, oldFrontProxyCa] = [readFileSync(kubernetesCa, 'utf8'), readFileSync(frontProxyCa, 'utf8')];
     // A client certificate of the old Kubernetes CA, valid for months yet: the one the endpoint's kubeconfig was printed with.
-    const oldClient = embedded(readFileSync(endpoint.kubeconfig, 'utf8'));
+    const oldClient = kubeconfigCredentials(readFileSync(endpoint.kubeconfig, 'utf8'));
     let refetched = 0;
     const refetchFailures: string[] = [];
     const load = await underLoad(endpoint, 'rotate', async () => {
@@ -188,7 +180,7 @@ describe('certificates of a Kubernetes control plane', { timeout: 600_000 }, () 
     };
     const kubeconfigs = [['admin', (await env.run(['kubeconfig', 'kc'])).stdout], ...machines.flatMap((m) => ['kube-controller-manager', 'kube-scheduler'].map((c) => [`${m} ${c}`, readFileSync(join(env.stateDir, 'clusters', 'kc', 'machines', m, `${c}.conf`), 'utf8')]))];
     for (const [who, text = ''] of kubeconfigs) {
-      const { ca, cert } = embedded(text);
+      const { ca, cert } = kubeconfigCredentials(text);
       assert.equal(ca.trim(), newKubernetesCa.trim(), `${String(who)}'s kubeconfig trusts the new CA alone`);
       assert.ok(chainsTo(kubernetesCa, scratch('client.crt', cert)), `${String(who)}'s client certificate chains to the new CA`);
     }

@@ -14,27 +14,33 @@ const WRITE_EVERY_MS = 100;
 const READ_EVERY_MS = 200;
 
 interface Kubeconfig {
-  clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
-  users: { user: { 'client-certificate-data': string; 'client-key-data': string } }[];
+  clusters: { cluster: { server: string; 'certificate-authority-data'?: string } }[];
+  users: { user: { 'client-certificate-data'?: string; 'client-key-data'?: string } }[];
+}
+
+/** The server, and the CA data and client certificate and key a kubeconfig embeds, as PEM. */
+export function kubeconfigCredentials(text: string): { server: string; ca: string; cert: string; key: string } {
+  const config = parse(text) as Kubeconfig;
+  const pem = (data: string | undefined): string => Buffer.from(data ?? '', 'base64').toString('utf8');
+  const cluster = config.clusters[0]?.cluster;
+  const user = config.users[0]?.user;
+  return { server: cluster?.server ?? '', ca: pem(cluster?.['certificate-authority-data']), cert: pem(user?.['client-certificate-data']), key: pem(user?.['client-key-data']) };
 }
 
 /** One request to the apiserver the kubeconfig names; resolves with the status and body, rejects when no answer came. */
 function call(kubeconfigFile: string, method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number): Promise<{ status: number; body: string }> {
-  const config = parse(readFileSync(kubeconfigFile, 'utf8')) as Kubeconfig;
-  const cluster = config.clusters[0]?.cluster;
-  const user = config.users[0]?.user;
-  if (cluster === undefined || user === undefined) return Promise.reject(new Error(`${kubeconfigFile} names no cluster or user`));
-  const pem = (data: string): Buffer => Buffer.from(data, 'base64');
+  const { server, ca, cert, key } = kubeconfigCredentials(readFileSync(kubeconfigFile, 'utf8'));
+  if (server === '') return Promise.reject(new Error(`${kubeconfigFile} names no server`));
   const payload = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(
-      new URL(path, cluster.server),
+      new URL(path, server),
       {
         method,
         agent: false,
-        ca: pem(cluster['certificate-authority-data']),
-        cert: pem(user['client-certificate-data']),
-        key: pem(user['client-key-data']),
+        ca,
+        cert,
+        key,
         timeout: timeoutMs,
         headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
       },
