@@ -64,11 +64,25 @@ export interface CareDeps {
   log: Logger;
 }
 
+/** Expiry by certificate PEM: every pass looks at every certificate, and parsing each one again costs more than reading it. */
+const expiries = new Map<string, number>();
+const EXPIRIES_KEPT = 512;
+
+function expiryOf(pem: string): number {
+  let expiry = expiries.get(pem);
+  if (expiry === undefined) {
+    expiry = Date.parse(new X509Certificate(pem).validTo);
+    if (expiries.size >= EXPIRIES_KEPT) expiries.clear();
+    expiries.set(pem, expiry);
+  }
+  return expiry;
+}
+
 /** The certificate that expires first. node:crypto parses PEM without loading the x509 library (status stays fast). */
 async function earliestExpiry(files: string[]): Promise<ObservedCare['certificates']> {
   let first: ObservedCare['certificates'];
   for (const file of files) {
-    const expiry = Date.parse(new X509Certificate(await readFile(file)).validTo);
+    const expiry = expiryOf(await readFile(file, 'utf8'));
     if (first === undefined || expiry < first.earliestExpiry) first = { earliestExpiry: expiry, file };
   }
   return first;

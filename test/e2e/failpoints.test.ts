@@ -75,11 +75,11 @@ for (const version of ['3.4.23', '3.6.17']) {
       assert.equal((await env.run(['down', name])).code, 0);
     });
 
+    // Before the first join nothing depends on etcd's version (a record, a machine, one member started
+    // alone): those failpoints run on the default version only.
+    const beforeAnyJoin: FailpointName[] = version === '3.6.17' ? ['after-create-record', 'after-provider-create', 'after-init-record', 'after-init-start'] : [];
     const scaleUp: FailpointName[] = [
-      'after-create-record',
-      'after-provider-create',
-      'after-init-record',
-      'after-init-start',
+      ...beforeAnyJoin,
       'after-add-learner-call',
       'after-add-learner',
       'before-start-member',

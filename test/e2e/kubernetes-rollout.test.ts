@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
-import { clientCertificateOf, localMachineAddresses, sampleVersions, skewBreaches, type VersionSample } from '../support/component-versions.ts';
+import { assertRolloutWithinSkew, clientCertificateOf, localMachineAddresses, sampleVersionsUntilStopped, type VersionSample } from '../support/component-versions.ts';
 import { EndpointWriter } from '../support/endpoint-traffic.ts';
 import { kubectlFor, TEST_KUBERNETES, TEST_KUBERNETES_NEXT, type Kubectl, type Named } from '../support/kubectl.ts';
 
@@ -32,21 +32,14 @@ describe('rollout --kubernetes-version, one minor up', { timeout: 900_000 }, () 
     const client = clientCertificateOf((await env.run(['kubeconfig', 'kr'])).stdout);
     const writer = new EndpointWriter(endpoint, 'kept');
     const writing = writer.run();
-    const samples: VersionSample[] = [];
-    const sampling = { on: true };
-    const sampler = (async () => {
-      while (sampling.on) {
-        samples.push(await sampleVersions(localMachineAddresses(env, 'kr'), client));
-        await new Promise((resolve) => setTimeout(resolve, 250));
-      }
-    })();
+    const sampler = sampleVersionsUntilStopped(() => localMachineAddresses(env, 'kr'), client, 250);
     let rolled;
+    let samples: VersionSample[];
     try {
       rolled = await env.run(['rollout', 'kr', '--kubernetes-version', TEST_KUBERNETES_NEXT, '--timeout', '600s', '-o', 'json']);
     } finally {
       writer.stop();
-      sampling.on = false;
-      await Promise.all([writing, sampler]);
+      [samples] = await Promise.all([sampler.stop(), writing]);
     }
     assert.equal(rolled.code, 0, rolled.stderr);
     const doc = statusOf(rolled.stdout);
@@ -54,16 +47,10 @@ describe('rollout --kubernetes-version, one minor up', { timeout: 900_000 }, () 
     for (const machine of doc.status.machines) assert.equal(machine.kubernetesVersion, TEST_KUBERNETES_NEXT, machine.name);
     assert.equal(doc.status.conditions.find((c) => c.type === 'ControlPlaneComponentsHealthy')?.status, 'True');
 
-    const breaches = samples.flatMap((sample) => skewBreaches(sample).map((breach) => `${new Date(sample.at).toISOString()}: ${breach}`));
-    const mixed = samples.filter((s) => new Set([...s.apiservers.values()]).size > 1).length;
-    const last = samples.at(-1);
-    t.diagnostic(`${String(samples.length)} version samples, ${String(mixed)} with apiservers at two versions; writes acknowledged ${String(writer.acked.length)}, failed ${String(writer.failures)}, longest failed-write window ${String(writer.longestOutageMs)} ms`);
-    assert.ok(mixed > 0, 'the samples saw apiservers of both versions at once (the skew check had something to judge)');
+    const judged = assertRolloutWithinSkew(samples, TEST_KUBERNETES_NEXT);
+    t.diagnostic(`${judged}; writes acknowledged ${String(writer.acked.length)}, failed ${String(writer.failures)}, longest failed-write window ${String(writer.longestOutageMs)} ms`);
     const most = Math.max(...samples.map((s) => s.apiservers.size));
     assert.ok(most <= 4, `never more apiservers than replicas + maxSurge (1): at most ${String(most)}`);
-    assert.deepEqual(breaches, [], 'no sample breaks the version skew policy');
-    assert.deepEqual(new Set(last?.apiservers.values()), new Set([TEST_KUBERNETES_NEXT]), 'every apiserver reports the new version at the end');
-    assert.deepEqual(new Set([...(last?.controllerManagers.values() ?? []), ...(last?.schedulers.values() ?? [])]), new Set([TEST_KUBERNETES_NEXT]));
 
     const stored = new Set((await endpoint.json<Named>(['get', 'configmaps', '-n', 'kept'])).items.map((item) => item.metadata.name));
     const lost = [...writer.acked, ...[0, 1, 2, 3, 4].map((i) => `before-${String(i)}`)].filter((name) => !stored.has(name));

@@ -2,15 +2,16 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { cliEnvFactory } from '../support/cli.ts';
 import { kvClientFor } from '../support/etcd-direct.ts';
-import { TEST_KUBERNETES } from '../support/kubectl.ts';
+import { TEST_KUBERNETES, TEST_KUBERNETES_NEXT } from '../support/kubectl.ts';
 import { resultsTable, ROWS, runRow, type MatrixSite } from '../support/matrix-run.ts';
 import { NetLab, type LabInfo } from '../support/netlab.ts';
 import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';
-import { sshKubernetesProvider } from '../support/ssh-kubernetes.ts';
+import { installKubernetesPrograms, sshKubernetesProvider } from '../support/ssh-kubernetes.ts';
 
 // The combination matrix's Kubernetes row (test/support/matrix-kubernetes.ts says what it does) on a
 // network lab of its own: six machine hosts (the provider wants replicas + maxSurge of them: 5 + 1
-// when scaled) and the endpoint host, with one etcd as the row's record store.
+// when scaled) and the endpoint host, with one etcd as the row's record store. The hosts but the
+// first carry the Kubernetes programs as a machine image would; the first gets them over ssh.
 const lab = new NetLab(68);
 let store: SingleEtcd | undefined;
 const site: MatrixSite = { env: cliEnvFactory()('127.55'), results: [] };
@@ -27,6 +28,8 @@ after(async () => {
 describe('the combination matrix, Kubernetes on the ssh provider', () => {
   before(async () => {
     site.lab = lab.up(7);
+    // Both versions' programs baked into the hosts but the first, which gets them over ssh.
+    await installKubernetesPrograms(site.lab, [TEST_KUBERNETES, TEST_KUBERNETES_NEXT]);
     store = await startSingleEtcd('127.55.250.1');
     site.store = { endpoint: store.endpoint, kv: kvClientFor({ endpoints: [store.endpoint] }) };
   });

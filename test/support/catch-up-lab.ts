@@ -43,7 +43,7 @@ interface Joiner {
 }
 
 function memberOf(j: Joiner, s: PlannerSpec, snapshotBytes: number): ObservedMember {
-  if (j.voter) return voter(j.name, { version: s.version });
+  if (j.voter) return voter(j.name, { version: s.version, dbSize: snapshotBytes });
   if (!j.named) return learner(j.name, { unstarted: true });
   return j.received >= snapshotBytes ? learner(j.name, { raftAppliedIndex: RAFT_INDEX, version: s.version }) : learner(j.name, { statusError: 'context deadline exceeded', version: s.version });
 }
@@ -69,7 +69,8 @@ export function runCatchUps(s: PlannerSpec, links: CatchUpLinks): CatchUpRun {
     });
     const members = joiners.filter((j) => j.added).map((j) => memberOf(j, s, links.snapshotBytes));
     mostLearners = Math.max(mostLearners, members.filter((m) => m.isLearner).length);
-    const o = observed({ machines: [...base.machines, ...machines], members: [...base.members, ...members] });
+    const voters = base.members.map((m) => voter(m.name, { version: s.version, dbSize: links.snapshotBytes }));
+    const o = observed({ machines: [...base.machines, ...machines], members: [...voters, ...members] });
     const d = plan(s, o, now);
     for (const w of d.waits) waits.add(`${w.code}: ${w.message}`);
     // Recorded after the decision, as the reconciler does: the next pass plans with it.

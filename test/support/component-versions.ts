@@ -1,5 +1,8 @@
+import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { request } from 'node:https';
+import { request, type RequestOptions } from 'node:https';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { join } from 'node:path';
 import { KUBERNETES_PORTS } from '../../src/adapters/host/kubernetes-flags.ts';
 import { compareVersions } from '../../src/api/versions.ts';
@@ -28,10 +31,24 @@ export function clientCertificateOf(kubeconfigText: string): ClientCertificate {
   return { cert: field('client-certificate-data'), key: field('client-key-data') };
 }
 
+/** TLS contexts by client (none: anonymous), built once: a sampler asks every component several times a second. */
+const contexts = new Map<ClientCertificate | undefined, SecureContext>();
+
+function contextOf(client: ClientCertificate | undefined): SecureContext {
+  let context = contexts.get(client);
+  if (context === undefined) {
+    context = createSecureContext(client ?? {});
+    contexts.set(client, context);
+  }
+  return context;
+}
+
 /** GET over HTTPS, any serving certificate (the version is what is read, not who serves it); undefined when nothing answers. */
 function get(host: string, port: number, path: string, client: ClientCertificate | undefined): Promise<string | undefined> {
+  // tls.connect takes the context; node's types list it only among tls.connect's options.
+  const options: RequestOptions & { secureContext: SecureContext } = { host, port, path, method: 'GET', rejectUnauthorized: false, timeout: 2000, secureContext: contextOf(client) };
   return new Promise((resolve) => {
-    const req = request({ host, port, path, method: 'GET', rejectUnauthorized: false, timeout: 2000, ...(client ?? {}) }, (res) => {
+    const req = request(options, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (body += chunk));
@@ -86,6 +103,28 @@ export async function sampleVersions(addresses: readonly string[], client: Clien
   return { at: Date.now(), apiservers, controllerManagers, schedulers };
 }
 
+/**
+ * Samples every component's version on the machines at `addresses()` one after another, a pause of
+ * `everyMs` between samples, until `stop` resolves with them all.
+ */
+export function sampleVersionsUntilStopped(addresses: () => readonly string[], client: ClientCertificate, everyMs: number): { stop: () => Promise<VersionSample[]> } {
+  const samples: VersionSample[] = [];
+  const sampling = { on: true };
+  const loop = (async () => {
+    while (sampling.on) {
+      samples.push(await sampleVersions(addresses(), client));
+      await sleep(everyMs);
+    }
+  })();
+  return {
+    stop: async () => {
+      sampling.on = false;
+      await loop;
+      return samples;
+    },
+  };
+}
+
 const minor = (version: string): number => Number(version.split('.')[1]);
 
 /** The version skew policy's breaches in a sample: apiservers more than one minor apart, or a controller-manager or scheduler newer than the oldest apiserver. */
@@ -101,4 +140,20 @@ export function skewBreaches(sample: VersionSample): string[] {
     }
   }
   return breaches;
+}
+
+/**
+ * A rollout to `next` judged from its samples: both versions' apiservers seen at once (the check had
+ * something to judge), no sample breaking the skew policy, every component at `next` in the last one.
+ * Returns a line for the test's output.
+ */
+export function assertRolloutWithinSkew(samples: readonly VersionSample[], next: string): string {
+  const breaches = samples.flatMap((sample) => skewBreaches(sample).map((breach) => `${new Date(sample.at).toISOString()}: ${breach}`));
+  const mixed = samples.filter((s) => new Set(s.apiservers.values()).size > 1).length;
+  const last = samples.at(-1);
+  assert.ok(mixed > 0, 'the samples saw apiservers of both versions at once (the skew check had something to judge)');
+  assert.deepEqual(breaches, [], 'no sample breaks the version skew policy');
+  assert.deepEqual(new Set(last?.apiservers.values()), new Set([next]), 'every apiserver reports the new version at the end');
+  assert.deepEqual(new Set([...(last?.controllerManagers.values() ?? []), ...(last?.schedulers.values() ?? [])]), new Set([next]), 'every controller-manager and scheduler reports the new version at the end');
+  return `${String(samples.length)} version samples, ${String(mixed)} with apiservers at two versions`;
 }

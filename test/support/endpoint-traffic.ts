@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { request } from 'node:https';
+import { request, type RequestOptions } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { createSecureContext, type SecureContext } from 'node:tls';
 import { parse } from 'yaml';
 import type { Kubectl } from './kubectl.ts';
 
@@ -27,23 +28,40 @@ export function kubeconfigCredentials(text: string): { server: string; ca: strin
   return { server: cluster?.server ?? '', ca: pem(cluster?.['certificate-authority-data']), cert: pem(user?.['client-certificate-data']), key: pem(user?.['client-key-data']) };
 }
 
+/**
+ * The kubeconfig's server and a TLS context for its credentials, parsed again only when the file's
+ * text changed: a context per request (parsing the key and certificates) cost more CPU than the request.
+ */
+const clients = new Map<string, { server: string; secureContext: SecureContext }>();
+
+function clientFor(kubeconfigFile: string): { server: string; secureContext: SecureContext } {
+  const text = readFileSync(kubeconfigFile, 'utf8');
+  let client = clients.get(text);
+  if (client === undefined) {
+    const { server, ca, cert, key } = kubeconfigCredentials(text);
+    client = { server, secureContext: createSecureContext({ ca, cert, key }) };
+    clients.set(text, client);
+  }
+  return client;
+}
+
 /** One request to the apiserver the kubeconfig names; resolves with the status and body, rejects when no answer came. */
 function call(kubeconfigFile: string, method: 'GET' | 'POST', path: string, body: unknown, timeoutMs: number): Promise<{ status: number; body: string }> {
-  const { server, ca, cert, key } = kubeconfigCredentials(readFileSync(kubeconfigFile, 'utf8'));
+  const { server, secureContext } = clientFor(kubeconfigFile);
   if (server === '') return Promise.reject(new Error(`${kubeconfigFile} names no server`));
   const payload = body === undefined ? undefined : JSON.stringify(body);
+  // tls.connect takes the context; node's types list it only among tls.connect's options.
+  const options: RequestOptions & { secureContext: SecureContext } = {
+    method,
+    agent: false,
+    secureContext,
+    timeout: timeoutMs,
+    headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+  };
   return new Promise((resolve, reject) => {
     const req = request(
       new URL(path, server),
-      {
-        method,
-        agent: false,
-        ca,
-        cert,
-        key,
-        timeout: timeoutMs,
-        headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
-      },
+      options,
       (response) => {
         let text = '';
         response.setEncoding('utf8');

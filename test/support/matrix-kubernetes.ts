@@ -3,7 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { ControlPlaneStatusDocument } from '../../src/reconciler/status.ts';
 import { statusOf, type CliEnv } from './cli.ts';
 import { EndpointWriter } from './endpoint-traffic.ts';
-import { kubectlFor, type Kubectl, type Named } from './kubectl.ts';
+import { assertRolloutWithinSkew, clientCertificateOf, sampleVersionsUntilStopped, type VersionSample } from './component-versions.ts';
+import { kubectlFor, TEST_KUBERNETES_NEXT, type Kubectl, type Named } from './kubectl.ts';
 import type { RowRun } from './matrix-scenario.ts';
 import type { LabInfo } from './netlab.ts';
 import { labPids, labProcesses } from './ssh-kubernetes.ts';
@@ -11,9 +12,9 @@ import { labPids, labProcesses } from './ssh-kubernetes.ts';
 // The matrix's Kubernetes row: the control plane of the Kubernetes tests (etcd, kube-apiserver,
 // controller-manager and scheduler on every machine, HAProxy as the endpoint) on the lab's hosts over
 // SSH, driven as the row says. Up 3; kubectl through the endpoint and each apiserver; then, with a
-// writer through the endpoint all along: scale 5, scale 3, a hung apiserver replaced, the etcd leader
-// killed; kubectl through every apiserver again; down. (The rollout one minor up runs on the local
-// provider: test/e2e/kubernetes-rollout.test.ts.)
+// writer through the endpoint all along: scale 5, scale 3, the rollout one minor up with every
+// component's version sampled on every host, a hung apiserver replaced, the etcd leader killed;
+// kubectl through every apiserver again; down.
 
 export interface KubernetesSite {
   env: CliEnv;
@@ -23,6 +24,8 @@ export interface KubernetesSite {
 const REPAIR_WITHIN_MS = 180_000;
 /** Between two reads through the CLI while the controller works: each read is a command of about 0.8 CPU s. */
 const POLL_EVERY_MS = 3_000;
+/** Between two samples of every component's version: each asks three components on six hosts. */
+const VERSIONS_EVERY_MS = 500;
 
 function hostOf(url: string | null | undefined): string {
   return new URL(url ?? '').hostname;
@@ -74,6 +77,7 @@ export async function kubernetesScenario(run: RowRun, site: KubernetesSite): Pro
   await endpoint.run(['create', 'namespace', 'writer']);
   const writer = new EndpointWriter(endpoint, 'writer');
   const writing = writer.run();
+  let rolloutJudged: string;
   try {
     for (const replicas of [5, 3]) {
       // Exit 0 is the controller's converged pass; the status read after it is one more look, which a
@@ -81,6 +85,19 @@ export async function kubernetesScenario(run: RowRun, site: KubernetesSite): Pro
       await step(`scale ${String(replicas)}`, () => ok(`scale ${String(replicas)}`, ['scale', name, '--replicas', String(replicas), '--timeout', '400s', '-o', 'json']));
       doc = await statusUntil(run, `scale ${String(replicas)} settled`, settled(replicas));
     }
+
+    // The rollout one minor up (surge machine first, old ones leave one at a time), every component's
+    // version sampled on every machine host all along and held to the version skew policy.
+    const client = clientCertificateOf(await endpoint.run(['config', 'view', '--raw']));
+    const sampler = sampleVersionsUntilStopped(() => site.lab.hosts.slice(0, -1).map((h) => h.address), client, VERSIONS_EVERY_MS);
+    let samples: VersionSample[];
+    try {
+      await step('rollout', () => ok('rollout', ['rollout', name, '--kubernetes-version', TEST_KUBERNETES_NEXT, '--timeout', '600s', '-o', 'json']));
+    } finally {
+      samples = await sampler.stop();
+    }
+    rolloutJudged = assertRolloutWithinSkew(samples, TEST_KUBERNETES_NEXT);
+    doc = await statusUntil(run, 'rollout settled', (d) => settled(3)(d) && d.status.machines.every((m) => m.kubernetesVersion === TEST_KUBERNETES_NEXT));
 
     // A hung apiserver (SIGSTOP on its lab host): its machine is marked failed and replaced.
     const hung = statusOf((await ok('status', ['status', name, '-o', 'json'])).stdout).status.machines[1];
@@ -118,7 +135,7 @@ export async function kubernetesScenario(run: RowRun, site: KubernetesSite): Pro
 
   const stored = new Set((await endpoint.json<Named>(['get', 'configmaps', '-n', 'writer'])).items.map((item) => item.metadata.name));
   const lost = writer.acked.filter((acked) => !stored.has(acked));
-  console.log(`${name}: writes acknowledged ${String(writer.acked.length)}, failed ${String(writer.failures)}, longest failed-write window ${String(writer.longestOutageMs)} ms`);
+  console.log(`${name}: writes acknowledged ${String(writer.acked.length)}, failed ${String(writer.failures)}, longest failed-write window ${String(writer.longestOutageMs)} ms; rollout: ${rolloutJudged}`);
   assert.ok(writer.acked.length >= 10, `the writer kept writing (${String(writer.acked.length)} acknowledged)`);
   assert.deepEqual(lost, [], 'every acknowledged object is stored');
   const events = await run.events();

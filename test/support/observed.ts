@@ -180,6 +180,8 @@ export interface MemberOptions {
   peerURL?: string;
   id?: string;
   version?: string;
+  /** The member's database size (default 20 KiB, an empty member's). */
+  dbSize?: number;
 }
 
 function member(machineName: string, isLearner: boolean, opts: MemberOptions): ObservedMember {
@@ -200,7 +202,7 @@ function member(machineName: string, isLearner: boolean, opts: MemberOptions): O
     raftTerm: 2,
     isLearner,
     version: opts.version ?? '3.4.23',
-    dbSize: 20_480,
+    dbSize: opts.dbSize ?? 20_480,
     errors: opts.errors ?? [],
   };
   result.status = { ok: true, status };

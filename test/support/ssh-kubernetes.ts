@@ -1,6 +1,8 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import { basename } from 'node:path';
+import { linkSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { findKubernetesProgram } from '../../src/adapters/kubernetes/kubernetes-binaries.ts';
+import { copyRecordOf, localSha256 } from '../../src/adapters/providers/ssh/remote-files.ts';
 import type { LabHost, LabInfo } from './netlab.ts';
 
 /**
@@ -52,4 +54,26 @@ export function labPids(info: LabInfo, address: string, program: string): number
     return base === program || base.startsWith(`${program}-`);
   };
   return hostProcesses(host).filter(({ argv }) => named(argv[0] ?? '')).map(({ pid }) => pid);
+}
+
+/**
+ * The Kubernetes programs of `versions` installed on the lab's machine hosts (all but the endpoint
+ * host) as an image bakes them in: each host's copy where the ssh provider puts it, with the record of
+ * its sha256 that the provider writes after checking a copy, so the provider finds it and copies
+ * nothing. Hard links: a few hundred MB per host cost no disk and no time. The first `uploadedOn`
+ * hosts are left bare: the provider copies the programs there over ssh, as to any host.
+ */
+export async function installKubernetesPrograms(info: LabInfo, versions: readonly string[], uploadedOn = 1): Promise<void> {
+  for (const host of info.hosts.slice(uploadedOn, -1)) {
+    mkdirSync(join(host.baseDir, 'bin'), { recursive: true });
+    for (const version of versions) {
+      for (const program of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const) {
+        const local = findKubernetesProgram(program, version);
+        const remote = join(host.baseDir, 'bin', `${program}-${version}`);
+        rmSync(remote, { force: true });
+        linkSync(local, remote);
+        writeFileSync(copyRecordOf(remote), `${await localSha256(local)}\n`);
+      }
+    }
+  }
 }

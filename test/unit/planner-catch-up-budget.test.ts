@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { LearnerReceive } from '../../src/domain/machine.ts';
+import { PACED_ABOVE_DB_BYTES } from '../../src/planner/catch-up-budget.ts';
 import type { ObservedMachine, ObservedMember, PlannerSpec } from '../../src/planner/types.ts';
 import { decide, waitCodes, waitOf } from '../support/decision.ts';
-import { healthyCluster, learner, machine, NOW, observed, spec } from '../support/observed.ts';
+import { healthyCluster, learner, machine, NOW, observed, spec, voter } from '../support/observed.ts';
 import { runCatchUps } from '../support/catch-up-lab.ts';
 
 // With maxLearners auto, the join gate starts another catch-up only as far as the leader's measured
@@ -15,11 +16,12 @@ const VERSION = '3.6.17';
 /** 3 voters running --max-learners 8, the learners given, and t-6 provisioned, waiting to join. */
 function cluster(learners: { name: string; receive?: LearnerReceive; lastGrewAgo?: number; answers?: boolean }[]): { machines: ObservedMachine[]; members: ObservedMember[] } {
   const c = healthyCluster(3, { version: VERSION, maxLearners: 8 });
+  const voters = c.members.map((m) => voter(m.name, { version: VERSION, dbSize: 200 * MB }));
   const machines = learners.map((l) =>
     machine(l.name, { phase: 'Joining', version: VERSION, maxLearners: 8, memberDataBytes: 200 * MB, learnerProgress: { dataBytes: 200 * MB, at: NOW - (l.lastGrewAgo ?? 100), ...(l.receive ? { receive: l.receive } : {}) } }),
   );
   const members = learners.map((l) => learner(l.name, l.answers === true ? { raftAppliedIndex: 1000, version: VERSION } : { statusError: 'context deadline exceeded', version: VERSION }));
-  return { machines: [...c.machines, ...machines, machine('t-6', { version: VERSION, maxLearners: 8 })], members: [...c.members, ...members] };
+  return { machines: [...c.machines, ...machines, machine('t-6', { version: VERSION, maxLearners: 8 })], members: [...voters, ...members] };
 }
 
 const auto = spec({ replicas: 6, version: VERSION, maxLearners: 8, paceCatchUps: true });
@@ -62,6 +64,14 @@ describe('planner: catch-ups paced by the leader\'s measured uplink (maxLearners
     assert.match(waitOf(unmeasured, 'LeaderUplinkMeasuring').message, /t-6 waits at the join gate: learner t-4 receives its snapshot; its rate alone is not measured yet/);
     const measured = cluster([{ name: 't-4', receive: { from: { bytes: 150 * MB, at: NOW - 300 }, since: NOW - 1500, latest: { bytesPerSecond: 12 * MB, from: NOW - 1300 }, peak: 12 * MB } }]);
     assert.equal(add(auto, measured), 't-6');
+  });
+
+  test('a leader whose database is small (a Kubernetes bootstrap\'s few MB) paces nothing: the next catch-up starts beside an unmeasured one', () => {
+    const c = cluster([{ name: 't-4', receive: { from: { bytes: 130 * MB, at: NOW - 400 }, since: NOW - 200 } }]);
+    const small = (dbSize: number): ReturnType<typeof cluster> => ({ machines: c.machines, members: c.members.map((m) => (m.isLearner ? m : voter(m.name, { version: VERSION, dbSize }))) });
+    assert.equal(add(auto, small(PACED_ABOVE_DB_BYTES)), 't-6');
+    assert.deepEqual(waitCodes(decide(observed(small(PACED_ABOVE_DB_BYTES)), auto)).filter((code) => code.startsWith('LeaderUplink')), []);
+    assert.equal(add(auto, small(PACED_ABOVE_DB_BYTES + 1)), undefined, 'one byte more: measured first');
   });
 
   test('with every learner slot taken the preflight holds the add, and pacing adds no wait of its own', () => {

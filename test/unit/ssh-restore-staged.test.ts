@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -8,7 +7,7 @@ import { after, beforeEach, describe, test } from 'node:test';
 import { InvalidInputError } from '../../src/api/errors.ts';
 import { restoreOnHost, type HostShell } from '../../src/adapters/providers/ssh/remote-files.ts';
 import { remoteMember, stagedSnapshotPath } from '../../src/adapters/providers/ssh/remote-scripts.ts';
-import type { ExecResult } from '../../src/adapters/providers/ssh/ssh-connections.ts';
+import { localHostShell } from '../support/local-host-shell.ts';
 
 // The ssh restore's own scripts, run by a local shell in a scratch directory that stands for the
 // host: a snapshot staged on the host is restored where it lies (no upload, kept afterwards); one
@@ -35,21 +34,13 @@ const sha256 = createHash('sha256').update(readFileSync(snapshot)).digest('hex')
 
 const target = { address: '198.18.0.1', port: 22, user: 'root' };
 
-/** A host whose shell is this machine's, recording the snapshots uploaded (the tool's copy is not one). */
+/** The host's shell, recording only the snapshots uploaded (the tool's copy is not one). */
 function shell(): HostShell & { uploads: string[] } {
-  const uploads: string[] = [];
+  const host = localHostShell();
   return {
-    uploads,
-    exec: (_target, command) =>
-      new Promise<ExecResult>((resolve) => {
-        execFile('sh', ['-c', command], (error, stdout, stderr) => {
-          resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
-        });
-      }),
-    upload: (_target, from, to) => {
-      if (to.endsWith('.db')) uploads.push(to);
-      copyFileSync(from, to);
-      return Promise.resolve();
+    ...host,
+    get uploads() {
+      return host.uploads.filter((to) => to.endsWith('.db'));
     },
   };
 }

@@ -1,11 +1,10 @@
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
-import { get as httpGet } from 'node:http';
-import { get as httpsGet } from 'node:https';
+import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { TlsFiles } from '../../ports/etcd-admin.ts';
 import type { DowngradeStep, EtcdDowngrade, MemberVersions } from '../../ports/etcd-downgrade.ts';
 import type { FindEtcdBinary } from './etcd-tools.ts';
+import { getText } from '../host/http-probe.ts';
 
 const CALL_TIMEOUT_MS = 10_000;
 
@@ -28,29 +27,16 @@ export class EtcdctlDowngrade implements EtcdDowngrade {
     });
   }
 
-  versions(endpoint: string, timeoutMs = CALL_TIMEOUT_MS): Promise<MemberVersions> {
+  async versions(endpoint: string, timeoutMs = CALL_TIMEOUT_MS): Promise<MemberVersions> {
     const { tls } = this.options;
     const url = `${endpoint}/version`;
-    return new Promise((resolve, reject) => {
-      const onResponse = (res: import('node:http').IncomingMessage): void => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => (body += chunk));
-        res.on('end', () => {
-          try {
-            const parsed = JSON.parse(body) as { etcdserver?: string; etcdcluster?: string; storage?: string };
-            if (parsed.etcdserver === undefined || parsed.etcdcluster === undefined) throw new Error(`unexpected answer: ${body}`);
-            resolve({ server: parsed.etcdserver, cluster: parsed.etcdcluster, ...(parsed.storage === undefined ? {} : { storage: parsed.storage }) });
-          } catch (error) {
-            reject(new Error(`${url}: ${error instanceof Error ? error.message : String(error)}`));
-          }
-        });
-      };
-      const request = url.startsWith('https:')
-        ? httpsGet(url, { timeout: timeoutMs, ...(tls ? { ca: readFileSync(tls.caFile), cert: readFileSync(tls.certFile), key: readFileSync(tls.keyFile) } : {}) }, onResponse)
-        : httpGet(url, { timeout: timeoutMs }, onResponse);
-      request.on('timeout', () => request.destroy(new Error(`${url}: no answer within ${String(timeoutMs)} ms`)));
-      request.on('error', reject);
-    });
+    const answer = await getText(url, tls === undefined ? undefined : { kind: 'client', files: tls }, timeoutMs);
+    try {
+      const parsed = JSON.parse(answer.body) as { etcdserver?: string; etcdcluster?: string; storage?: string };
+      if (parsed.etcdserver === undefined || parsed.etcdcluster === undefined) throw new Error(`unexpected answer: ${answer.body}`);
+      return { server: parsed.etcdserver, cluster: parsed.etcdcluster, ...(parsed.storage === undefined ? {} : { storage: parsed.storage }) };
+    } catch (error) {
+      throw new Error(`${url}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
   }
 }

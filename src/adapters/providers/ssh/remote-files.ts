@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { InvalidInputError } from '../../../api/errors.ts';
 import type { MemberLaunch } from '../../../ports/machine-provider.ts';
@@ -31,11 +32,16 @@ export async function writeRemoteFiles(ssh: SshConnections, host: SshTarget, fil
   if (placed.code !== 0) throw new Error(`writing files on ${host.address} failed: ${placed.stderr.trim()}`);
 }
 
-/** A local executable on the host at `remote`, copied once; the copy's sha256 is checked before it is used. */
+/**
+ * A local executable on the host at `remote`, copied once. The copy's sha256 is checked when it
+ * arrives and then written beside it (`<remote>.sha256`), so a later use compares 64 bytes instead of
+ * hashing a 100 MB program on the host again. A sidecar is written only after its copy is in place.
+ */
 export async function ensureRemoteCopy(ssh: HostShell, host: SshTarget, local: string, remote: string): Promise<string> {
-  const sha = await sha256OfFile(local);
-  const present = await ssh.exec(host, `sha256sum ${q(remote)} 2>/dev/null || true`);
-  if (present.stdout.startsWith(sha)) return remote;
+  const sha = await localSha256(local);
+  const sidecar = copyRecordOf(remote);
+  const present = await ssh.exec(host, `[ -x ${q(remote)} ] && cat ${q(sidecar)} 2>/dev/null || true`);
+  if (present.stdout.trim() === sha) return remote;
   const part = `${remote}.part-${randomBytes(4).toString('hex')}`;
   await ssh.exec(host, `mkdir -p ${q(dirname(remote))}`);
   await ssh.upload(host, local, part);
@@ -44,8 +50,26 @@ export async function ensureRemoteCopy(ssh: HostShell, host: SshTarget, local: s
     await ssh.exec(host, `rm -f ${q(part)}`);
     throw new Error(`${local} copied to ${host.address} has the wrong sha256 (${check.stdout.slice(0, 64)}, expected ${sha})`);
   }
-  await ssh.exec(host, `chmod 755 ${q(part)} && mv ${q(part)} ${q(remote)}`);
+  await ssh.exec(host, `rm -f ${q(sidecar)} && chmod 755 ${q(part)} && mv ${q(part)} ${q(remote)} && echo ${sha} > ${q(sidecar)}`);
   return remote;
+}
+
+/** Where the sha256 of a verified copy at `remote` is recorded. */
+export function copyRecordOf(remote: string): string {
+  return `${remote}.sha256`;
+}
+
+/** Hashes of local programs, by file identity: a process copies the same few programs to many hosts. */
+const localHashes = new Map<string, { identity: string; sha: string }>();
+
+export async function localSha256(path: string): Promise<string> {
+  const stats = await stat(path);
+  const identity = `${String(stats.dev)}:${String(stats.ino)}:${String(stats.size)}:${String(stats.mtimeMs)}`;
+  const known = localHashes.get(path);
+  if (known?.identity === identity) return known.sha;
+  const sha = await sha256OfFile(path);
+  localHashes.set(path, { identity, sha });
+  return sha;
 }
 
 /**
