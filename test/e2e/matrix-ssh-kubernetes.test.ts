@@ -10,8 +10,8 @@ import { installKubernetesPrograms, sshKubernetesProvider } from '../support/ssh
 
 // The combination matrix's Kubernetes row (test/support/matrix-kubernetes.ts says what it does) on a
 // network lab of its own: six machine hosts (the provider wants replicas + maxSurge of them: 5 + 1
-// when scaled) and the endpoint host, with one etcd as the row's record store. The hosts but the
-// first carry the Kubernetes programs as a machine image would; the first gets them over ssh.
+// when scaled) and the endpoint host, with one etcd as the row's record store. The machine hosts
+// carry the Kubernetes programs as a machine image would.
 const lab = new NetLab(68);
 let store: SingleEtcd | undefined;
 const site: MatrixSite = { env: cliEnvFactory()('127.55'), results: [] };
@@ -28,7 +28,7 @@ after(async () => {
 describe('the combination matrix, Kubernetes on the ssh provider', () => {
   before(async () => {
     site.lab = lab.up(7);
-    // Both versions' programs baked into the hosts but the first, which gets them over ssh.
+    // Both versions' programs baked into the machine hosts.
     await installKubernetesPrograms(site.lab, [TEST_KUBERNETES, TEST_KUBERNETES_NEXT]);
     store = await startSingleEtcd('127.55.250.1');
     site.store = { endpoint: store.endpoint, kv: kvClientFor({ endpoints: [store.endpoint] }) };

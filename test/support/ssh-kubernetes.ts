@@ -60,11 +60,11 @@ export function labPids(info: LabInfo, address: string, program: string): number
  * The Kubernetes programs of `versions` installed on the lab's machine hosts (all but the endpoint
  * host) as an image bakes them in: each host's copy where the ssh provider puts it, with the record of
  * its sha256 that the provider writes after checking a copy, so the provider finds it and copies
- * nothing. Hard links: a few hundred MB per host cost no disk and no time. The first `uploadedOn`
- * hosts are left bare: the provider copies the programs there over ssh, as to any host.
+ * nothing. Hard links: a few hundred MB per host cost no disk and no time. (Copying a program over ssh
+ * is the same code for etcd's, which the etcd-only ssh tests copy to bare hosts.)
  */
-export async function installKubernetesPrograms(info: LabInfo, versions: readonly string[], uploadedOn = 1): Promise<void> {
-  for (const host of info.hosts.slice(uploadedOn, -1)) {
+export async function installKubernetesPrograms(info: LabInfo, versions: readonly string[]): Promise<void> {
+  for (const host of info.hosts.slice(0, -1)) {
     mkdirSync(join(host.baseDir, 'bin'), { recursive: true });
     for (const version of versions) {
       for (const program of ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler'] as const) {
