@@ -65,6 +65,35 @@ export function summarizeCell(cell: SweepCell, result: BenchResult, file: string
   };
 }
 
+const sameCell = (a: SweepCell, b: SweepCell): boolean => a.hostBandwidth === b.hostBandwidth && a.keyspaceBytes === b.keyspaceBytes && a.provisioningDelay === b.provisioningDelay;
+
+/**
+ * A sweep cut short, read back so it can go on: the cells it finished, each still one of `cells` with
+ * its JSON beside the summary; or what keeps it from being resumed with these cells.
+ */
+export function finishedCells(dir: string, cells: readonly SweepCell[]): { startedAt: string; done: SweepCellSummary[] } | { problems: string[] } {
+  const file = join(dir, 'summary.json');
+  if (!existsSync(file)) return { problems: [`--resume: ${dir} holds no sweep summary (summary.json)`] };
+  let parsed: Partial<SweepSummary>;
+  try {
+    parsed = JSON.parse(readFileSync(file, 'utf8')) as Partial<SweepSummary>;
+  } catch (error) {
+    return { problems: [`--resume: ${file} is not JSON: ${error instanceof Error ? error.message : String(error)}`] };
+  }
+  if (parsed.kind !== 'fastplane-bench-sweep' || parsed.startedAt === undefined || !Array.isArray(parsed.cells)) return { problems: [`--resume: ${file} is not a sweep summary`] };
+  const problems = parsed.cells.flatMap((done) => {
+    const name = `${done.hostBandwidth}, keyspace ${String(done.keyspaceBytes)} bytes, provisioning ${done.provisioningDelay}`;
+    if (!cells.some((cell) => sameCell(cell, done))) return [`--resume: ${dir} has the cell ${name}, which these flags do not make: give the flags it was started with`];
+    return existsSync(join(dir, done.file)) ? [] : [`--resume: the cell ${name} has no ${done.file} in ${dir}`];
+  });
+  return problems.length > 0 ? { problems } : { startedAt: parsed.startedAt, done: parsed.cells };
+}
+
+/** The summary of `done` for each of `cells` that has one, in the cells' order. */
+export function inCellOrder(cells: readonly SweepCell[], done: readonly SweepCellSummary[]): SweepCellSummary[] {
+  return cells.flatMap((cell) => done.filter((d) => sameCell(cell, d)).slice(0, 1));
+}
+
 /** The last sweep's summary under `<state dir>/bench/` (the newest `sweep-*` with one), or undefined. */
 export function loadLatestSweep(stateDir: string): SweepSummary | undefined {
   const dir = join(stateDir, 'bench');

@@ -229,6 +229,7 @@ export function buildProgram(): Command {
     .option('--method <method>', 'with --keyspace: scale-up (one member, the keys written, then the rest join; the writes not timed) or restore (all machines at once, the first restoring the keyspace snapshot)', 'scale-up')
     .option('--host-bandwidth <rate>', 'run on a network lab (namespaces, ssh provider; root), each host sending and receiving at most this rate (tc tbf each way), e.g. 100mbit')
     .option('--sweep', 'a bench per combination of the comma-separated --host-bandwidth (a rate or unlimited), --keyspace (0: none) and --provisioning-delay values; a JSON per cell and a summary')
+    .option('--resume <dir>', 'with --sweep: go on with the sweep saved in this folder (cut short), running only the cells it had not finished; give the flags it was started with')
     .option('--asymmetric-lab', 'with --host-bandwidth: limit only what each host receives (no real NIC does this; named in every output)')
     .addOption(timeout())
     .addOption(new Option('-o, --output <format>', 'table or json').default('table'))

@@ -17,14 +17,12 @@ after(() => {
 });
 
 describe('fastplane bench --sweep', { timeout: 400_000 }, () => {
-  test('a bench per cell, each JSON beside a summary that quotes it, and the report draws the map', async () => {
+  test('a bench per cell, each JSON beside a summary that quotes it, a resume that runs no finished cell again, and the report draws the map', async () => {
     // A calibration given (tests only) so that the cells' runs are what is timed here: costs far below
     // any real one, so no run can be ahead of its bound.
     const file = writeFlatCalibration(env.stateDir, 0.01, 0.01);
-    const sweep = await env.run(
-      ['bench', '--sweep', '--host-bandwidth', 'unlimited', '--keyspace', '0', '--provisioning-delay', '1s,2s', '--replicas', '3', '--version', '3.6.17', '--modes', 'parallel,learners', '--timeout', '120s', '-o', 'json'],
-      { FPL_LAB: String(LAB), FASTPLANE_BENCH_CALIBRATION: file },
-    );
+    const sweepArgs = ['bench', '--sweep', '--host-bandwidth', 'unlimited', '--keyspace', '0', '--provisioning-delay', '1s,2s', '--replicas', '3', '--version', '3.6.17', '--modes', 'parallel,learners', '--timeout', '120s', '-o', 'json'];
+    const sweep = await env.run(sweepArgs, { FPL_LAB: String(LAB), FASTPLANE_BENCH_CALIBRATION: file });
     assert.equal(sweep.code, 0, sweep.stderr);
     const summary = JSON.parse(sweep.stdout) as SweepSummary;
     assert.equal(summary.kind, 'fastplane-bench-sweep');
@@ -46,6 +44,15 @@ describe('fastplane bench --sweep', { timeout: 400_000 }, () => {
       assert.equal(cell.loadAverages.length, 2, 'a load average per run');
       assert.equal(cell.modelErrors, 0);
     }
+    // Resumed with the same flags, a finished sweep runs no cell again; with other flags it is refused.
+    const again = await env.run([...sweepArgs, '--resume', dir], { FPL_LAB: String(LAB), FASTPLANE_BENCH_CALIBRATION: file });
+    assert.equal(again.code, 0, again.stderr);
+    assert.equal(again.stderr.match(/finished before, kept/g)?.length, 2, again.stderr);
+    assert.deepEqual((JSON.parse(again.stdout) as SweepSummary).cells, summary.cells);
+    const other = await env.run([...sweepArgs.map((arg) => (arg === '1s,2s' ? '3s' : arg)), '--resume', dir]);
+    assert.equal(other.code, 2, other.stderr);
+    assert.match(other.stderr, /which these flags do not make/);
+
     const namespaces = execFileSync('ip', ['netns', 'list'], { encoding: 'utf8' });
     assert.doesNotMatch(namespaces, new RegExp(`fpl-${String(LAB)}-`), 'every cell removed its lab');
 

@@ -9,18 +9,18 @@ import { httpGet, killReplica, startController, waitFor, type ControllerReplica 
 
 // A guarded cluster (reconfigurationCheck: fastplane) under `fastplane controller` alone: a removal
 // there needs status readings from several passes, which the controller must keep between passes.
-const newEnv = cliEnvFactory();
-const env = newEnv('127.171');
 const METRICS = '127.171.0.250:9464';
 const NAME = 'guarded';
 let controller: ControllerReplica | undefined;
 
-// Registered after the env factory's clean-up, so it runs first: the controller is stopped by its
+// Registered before the env factory's clean-up (hooks run in order): the controller is stopped by its
 // PID, then `down` stops the members while the state dir is still there.
 after(async () => {
   if (controller) await killReplica(controller);
   await env.run(['down', NAME, '--force', '--wait', '1s']);
 });
+const newEnv = cliEnvFactory();
+const env = newEnv('127.171');
 
 async function storeSpec(): Promise<number> {
   const store = openStateStore(env.stateDir);

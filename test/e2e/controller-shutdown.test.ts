@@ -11,8 +11,6 @@ import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';
 
 // A controller whose record store (an etcd) stops answering, or dies, while it holds a cluster's
 // lease: after SIGTERM it still exits within its shutdown deadline, whatever the store does.
-const newEnv = cliEnvFactory();
-const env = newEnv('127.172');
 const started: { store?: SingleEtcd; controller?: ControllerReplica }[] = [];
 
 after(async () => {
@@ -29,6 +27,9 @@ after(async () => {
     }
   }
 });
+// Registered after the hook above: hooks run in order, so the replicas and stores stop before the env's clean-up.
+const newEnv = cliEnvFactory();
+const env = newEnv('127.172');
 
 /**
  * A controller on a fresh one-member etcd store, leading a cluster whose machines take an hour to

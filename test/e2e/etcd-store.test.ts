@@ -9,7 +9,6 @@ import { cliEnvFactory, statusOf, type CliEnv } from '../support/cli.ts';
 
 // The self-hosted set-up of the README: a management control plane brought up with the default store
 // (SQLite in the state dir), then made the record store of every later command with --store etcd.
-const newEnv = cliEnvFactory();
 let env: CliEnv;
 let access: ClientAccess;
 let kv: Etcd3 | undefined;
@@ -25,11 +24,13 @@ before(async () => {
   kv = openKvClient(access.endpoints, { credentials: readTlsCredentials({ caFile: access.cacert, certFile: access.cert, keyFile: access.key }) });
 });
 
+// Registered before the env factory's clean-up (hooks run in order), so `down` finds mgmt's state dir.
 after(async () => {
   kv?.close();
   // Stops mgmt by the PIDs it recorded; the env's cleanup kills anything left under the state dir.
   await env.run(['down', 'mgmt', '--force', '--wait', '5s']);
 });
+const newEnv = cliEnvFactory();
 
 /** The flags `fastplane endpoints mgmt` printed, as argv. */
 function storeFlags(): string[] {

@@ -7,7 +7,6 @@ import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';
 // The combination matrix's rows on the local provider (test/support/matrix-run.ts says what each
 // row does), one after another, with one etcd as the record store of the etcd-store rows.
 let store: SingleEtcd | undefined;
-const site: MatrixSite = { env: cliEnvFactory()('127.190'), results: [] };
 
 // Registered before the env factory's clean-up (hooks run in order): the store etcd goes first, by
 // PID; then the env kills what is left under its dir.
@@ -16,6 +15,7 @@ after(async () => {
   await store?.stop();
   console.log(resultsTable(site.results));
 });
+const site: MatrixSite = { env: cliEnvFactory()('127.190'), results: [] };
 
 describe('the combination matrix, local provider: one scenario per row', () => {
   before(async () => {

@@ -14,7 +14,6 @@ import { installKubernetesPrograms, sshKubernetesProvider } from '../support/ssh
 // carry the Kubernetes programs as a machine image would.
 const lab = new NetLab(68);
 let store: SingleEtcd | undefined;
-const site: MatrixSite = { env: cliEnvFactory()('127.55'), results: [] };
 
 // Registered before the env factory's clean-up (hooks run in order): the lab's namespaces (and every
 // process in them) and the store etcd go first, by PID; then the env kills what is left under its dir.
@@ -24,6 +23,7 @@ after(async () => {
   await store?.stop();
   console.log(resultsTable(site.results));
 });
+const site: MatrixSite = { env: cliEnvFactory()('127.55'), results: [] };
 
 describe('the combination matrix, Kubernetes on the ssh provider', () => {
   before(async () => {

@@ -10,7 +10,6 @@ import { startSingleEtcd, type SingleEtcd } from '../support/single-etcd.ts';
 // with one to spare), with one etcd as the record store of the etcd-store rows.
 const lab = new NetLab(65);
 let store: SingleEtcd | undefined;
-const site: MatrixSite = { env: cliEnvFactory()('127.191'), results: [] };
 
 // Registered before the env factory's clean-up (hooks run in order): the lab's namespaces (and every
 // process in them) and the store etcd go first, by PID; then the env kills what is left under its dir.
@@ -20,6 +19,7 @@ after(async () => {
   await store?.stop();
   console.log(resultsTable(site.results));
 });
+const site: MatrixSite = { env: cliEnvFactory()('127.191'), results: [] };
 
 describe('the combination matrix, ssh provider: one scenario per row', () => {
   before(async () => {

@@ -1,8 +1,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { InvalidInputError } from '../../api/errors.ts';
 import type { BenchOptions } from '../../bench/runner.ts';
-import { summarizeCell, sweepCells, type SweepCellSummary, type SweepSummary } from '../../bench/sweep.ts';
+import { finishedCells, inCellOrder, summarizeCell, sweepCells, type SweepCellSummary, type SweepSummary } from '../../bench/sweep.ts';
 import { EXIT } from '../exit-codes.ts';
 import type { CliContext } from '../context.ts';
 import { benchOnce, givenCalibration, parseBenchFlags, parseSize, type BenchFlags } from './bench.ts';
@@ -10,7 +10,8 @@ import { benchOnce, givenCalibration, parseBenchFlags, parseSize, type BenchFlag
 /**
  * `bench --sweep`: a bench per cell of link rate x keyspace x provisioning, one after another (the
  * cells share this host, so they never overlap), each cell's JSON written as it finishes and the
- * summary after the last, under `<state dir>/bench/sweep-<start>/`.
+ * summary after each cell, under `<state dir>/bench/sweep-<start>/`. A sweep takes hours: `--resume
+ * DIR` goes on with one cut short, running only the cells it had not finished.
  */
 
 const list = (text: string | undefined, fallback: string): string[] => (text ?? fallback).split(',').map((v) => v.trim());
@@ -27,6 +28,7 @@ export async function benchSweep(ctx: CliContext, flags: BenchFlags): Promise<nu
   const common: BenchFlags = { ...flags };
   delete common.keyspace;
   delete common.preload;
+  delete common.resume;
   const optionsOf = cells.map((cell): BenchOptions & { output: 'json' | 'table' } =>
     parseBenchFlags({
       ...common,
@@ -38,19 +40,26 @@ export async function benchSweep(ctx: CliContext, flags: BenchFlags): Promise<nu
       provisioningDelay: cell.provisioningDelay,
     }),
   );
-  const startedAt = new Date().toISOString();
-  const dir = join(ctx.stateDir, 'bench', `sweep-${startedAt.replace(/[:.]/g, '-')}`);
+  const resumed = flags.resume === undefined ? undefined : finishedCells(resolve(flags.resume), cells);
+  if (resumed !== undefined && 'problems' in resumed) throw new InvalidInputError(resumed.problems);
+  const startedAt = resumed?.startedAt ?? new Date().toISOString();
+  const dir = flags.resume === undefined ? join(ctx.stateDir, 'bench', `sweep-${startedAt.replace(/[:.]/g, '-')}`) : resolve(flags.resume);
   mkdirSync(dir, { recursive: true });
-  const summaries: SweepCellSummary[] = [];
+  let summaries: SweepCellSummary[] = resumed?.done ?? [];
   for (const [i, cell] of cells.entries()) {
-    process.stderr.write(`bench: sweep cell ${String(i + 1)}/${String(cells.length)}: ${cell.hostBandwidth}, keyspace ${String(cell.keyspaceBytes)} bytes, provisioning ${cell.provisioningDelay}\n`);
+    const where = `bench: sweep cell ${String(i + 1)}/${String(cells.length)}: ${cell.hostBandwidth}, keyspace ${String(cell.keyspaceBytes)} bytes, provisioning ${cell.provisioningDelay}`;
+    if (inCellOrder([cell], summaries).length > 0) {
+      process.stderr.write(`${where}: finished before, kept\n`);
+      continue;
+    }
+    process.stderr.write(`${where}\n`);
     const options = optionsOf[i];
     if (options === undefined) continue;
     const result = await benchOnce(ctx, { ...options, ...givenCalibration(ctx) });
     if (typeof result === 'number') return result;
     const file = `cell-${String(i + 1)}-${cell.hostBandwidth}-${String(cell.keyspaceBytes)}b-${cell.provisioningDelay}.json`;
     writeFileSync(join(dir, file), `${JSON.stringify(result, null, 2)}\n`);
-    summaries.push(summarizeCell(cell, result, file));
+    summaries = inCellOrder(cells, [...summaries, summarizeCell(cell, result, file)]);
     // Rewritten after every cell, so a sweep cut short keeps the map of the cells it finished.
     writeFileSync(join(dir, 'summary.json'), `${JSON.stringify({ kind: 'fastplane-bench-sweep', startedAt, finishedAt: new Date().toISOString(), cells: summaries } satisfies SweepSummary, null, 2)}\n`);
   }

@@ -43,6 +43,8 @@ export interface BenchFlags {
   asymmetricLab?: boolean;
   /** Every combination of the comma-separated --host-bandwidth, --keyspace and --provisioning-delay values, a bench each. */
   sweep?: boolean;
+  /** With --sweep: the folder of a sweep cut short, to go on with. */
+  resume?: string;
   /** How the keyspace gets into the first member: scale-up (default) or restore. */
   method?: string;
   /** Every machine runs the Kubernetes control plane of this version (validated as `up --kubernetes`). */
@@ -104,6 +106,7 @@ export function parseBenchFlags(flags: BenchFlags): BenchOptions & { output: 'js
     problems.push(`--host-bandwidth: must be a rate such as 100mbit (bit, kbit, mbit or gbit) or ${UNLIMITED}, got ${flags.hostBandwidth}`);
   }
   if (flags.asymmetricLab === true && flags.hostBandwidth === undefined) problems.push('--asymmetric-lab: only with --host-bandwidth');
+  if (flags.resume !== undefined && flags.sweep !== true) problems.push('--resume: only with --sweep');
   const method = flags.method ?? 'scale-up';
   if (method !== 'scale-up' && method !== 'restore') problems.push(`--method: must be scale-up or restore, got ${method}`);
   else if (method === 'restore' && keyspace === undefined) problems.push('--method restore: give --keyspace, the keyspace the bring-up restores');
