@@ -13,6 +13,14 @@ let env: CliEnv;
 let access: ClientAccess;
 let kv: Etcd3 | undefined;
 
+// Registered before the env factory's clean-up (hooks run in order), so `down` finds mgmt's state dir.
+after(async () => {
+  kv?.close();
+  // Stops mgmt by the PIDs it recorded; the env's cleanup kills anything left under the state dir.
+  await env.run(['down', 'mgmt', '--force', '--wait', '5s']);
+});
+const newEnv = cliEnvFactory();
+
 before(async () => {
   env = newEnv('127.163');
   const mgmt = await env.run(['up', '--name', 'mgmt', '--replicas', '1', '--timeout', '90s', '-o', 'json']);
@@ -23,14 +31,6 @@ before(async () => {
   assert.ok(access.cacert !== undefined && access.cert !== undefined && access.key !== undefined, 'mgmt speaks mutual TLS');
   kv = openKvClient(access.endpoints, { credentials: readTlsCredentials({ caFile: access.cacert, certFile: access.cert, keyFile: access.key }) });
 });
-
-// Registered before the env factory's clean-up (hooks run in order), so `down` finds mgmt's state dir.
-after(async () => {
-  kv?.close();
-  // Stops mgmt by the PIDs it recorded; the env's cleanup kills anything left under the state dir.
-  await env.run(['down', 'mgmt', '--force', '--wait', '5s']);
-});
-const newEnv = cliEnvFactory();
 
 /** The flags `fastplane endpoints mgmt` printed, as argv. */
 function storeFlags(): string[] {
